@@ -1,0 +1,132 @@
+"""Public entry points: matmul and linear, with argument checks that name the culprit."""
+
+from __future__ import annotations
+
+import torch
+
+from autokernel import runtime
+from autokernel.config import KernelConfig, default_config
+from autokernel.kernels.epilogue import ACTIVATIONS
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def normalize_activation(activation: str | None) -> str:
+    """None and "none" mean no activation; anything else must be a known name."""
+    name = "none" if activation is None else str(activation).lower().replace("-", "_")
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
+    return name
+
+
+def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
+    expected = runtime.kernel_device()
+    if t.device.type != expected.type:
+        where = "the Triton interpreter (no GPU here)" if runtime.INTERPRETER else "the GPU"
+        raise ValueError(f"{name} is on {t.device}; kernels run on {where} and need {expected.type} tensors")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    return t
+
+
+def check_matmul_args(a, b, bias=None, out=None) -> None:
+    _check_tensor("a", a, 2)
+    _check_tensor("b", b, 2)
+    if b.dtype != a.dtype:
+        raise TypeError(f"b has dtype {b.dtype} but a has {a.dtype}; both operands need one dtype")
+    if b.device != a.device:
+        raise ValueError(f"b is on {b.device} but a is on {a.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    n = b.shape[1]
+    if bias is not None:
+        _check_tensor("bias", bias, 1)
+        if bias.shape[0] != n:
+            raise ValueError(f"bias has length {bias.shape[0]}, expected N = {n}")
+        if bias.device != a.device:
+            raise ValueError(f"bias is on {bias.device} but a is on {a.device}")
+    if out is not None:
+        _check_tensor("out", out, 2)
+        if tuple(out.shape) != (a.shape[0], n):
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(a.shape[0], n)}")
+        if out.dtype != a.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {a.dtype}")
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str | None = None,
+    *,
+    slope: float = 0.01,
+    config: KernelConfig | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """C = activation(A @ B + bias), accumulated in float32.
+
+    Args:
+        a: [M, K] float16, bfloat16 or float32 (tf32 on the GPU); any strides.
+        b: [K, N], same dtype and device as ``a``; any strides (``w.t()`` is read in place).
+        bias: optional [N], added in float32 before the activation.
+        activation: None, "relu", "leaky_relu", "gelu" (exact), "gelu_tanh" or "silu".
+        slope: negative slope of leaky_relu.
+        config: tile and launch parameters; defaults to ``default_config(M, N, K, dtype)``.
+        out: optional preallocated [M, N] output of the operands' dtype.
+
+    Returns:
+        [M, N] in the operands' dtype. Zero-size M or N gives an empty result; K = 0
+        gives activation(bias) (or activation(0)) broadcast over the rows.
+    """
+    check_matmul_args(a, b, bias, out)
+    act = normalize_activation(activation)
+    m, k = a.shape
+    n = b.shape[1]
+    if out is None:
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if m == 0 or n == 0:
+        return out
+    if config is None:
+        config = default_config(m, n, k, a.dtype)
+    elif not isinstance(config, KernelConfig):
+        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+    config.check_fits(a.dtype)
+    from autokernel.kernels.matmul import launch_matmul
+
+    launch_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER)
+    return out
+
+
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str | None = None,
+    *,
+    slope: float = 0.01,
+    config: KernelConfig | None = None,
+) -> torch.Tensor:
+    """activation(x @ weight.T + bias), like torch.nn.functional.linear plus an activation.
+
+    Args:
+        x: [..., in_features]; leading dimensions are flattened into M.
+        weight: [out_features, in_features], as in torch.nn.Linear (read transposed in place).
+        bias: optional [out_features].
+    Returns:
+        [..., out_features] in x's dtype.
+    """
+    _check_tensor("x", x)
+    _check_tensor("weight", weight, 2)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least 1 dimension, got shape {tuple(x.shape)}")
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"x has {x.shape[-1]} features but weight is {tuple(weight.shape)} (expects in_features = {weight.shape[1]})"
+        )
+    lead = x.shape[:-1]
+    y = matmul(x.reshape(-1, x.shape[-1]), weight.t(), bias, activation, slope=slope, config=config)
+    return y.reshape(*lead, weight.shape[0])

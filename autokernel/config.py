@@ -1,0 +1,179 @@
+"""KernelConfig: the launch parameters of one GEMM kernel, checked and serialisable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from autokernel import runtime
+
+_BLOCK_RANGE = (16, 256)  # tl.dot needs every tile dimension >= 16
+_GROUP_RANGE = (1, 64)
+_WARPS = (1, 2, 4, 8, 16)
+_STAGES_RANGE = (1, 8)
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+class ConfigError(ValueError):
+    """A KernelConfig that cannot be built or cannot run on this device."""
+
+
+class KernelConfig(BaseModel):
+    """Tile sizes and launch parameters of the grouped-tile GEMM kernel.
+
+    block_m / block_n / block_k: the tile of C computed by one program and the K step,
+    powers of two in [16, 256]. group_m: how many tile-rows are walked together in the
+    grouped (swizzled) order, for L2 reuse. num_warps, num_stages: Triton launch options.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 64
+    group_m: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+
+    @field_validator("block_m", "block_n", "block_k")
+    @classmethod
+    def _check_block(cls, v: int) -> int:
+        lo, hi = _BLOCK_RANGE
+        if not (_is_pow2(v) and lo <= v <= hi):
+            raise ValueError(f"must be a power of two in [{lo}, {hi}], got {v}")
+        return v
+
+    @field_validator("group_m")
+    @classmethod
+    def _check_group(cls, v: int) -> int:
+        lo, hi = _GROUP_RANGE
+        if not lo <= v <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
+        return v
+
+    @field_validator("num_warps")
+    @classmethod
+    def _check_warps(cls, v: int) -> int:
+        if v not in _WARPS:
+            raise ValueError(f"must be one of {_WARPS}, got {v}")
+        return v
+
+    @field_validator("num_stages")
+    @classmethod
+    def _check_stages(cls, v: int) -> int:
+        lo, hi = _STAGES_RANGE
+        if not lo <= v <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_tile_vs_warps(self) -> "KernelConfig":
+        # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
+        if self.block_m * self.block_n < self.num_warps * 256:
+            raise ValueError(
+                f"tile {self.block_m}x{self.block_n} is too small for {self.num_warps} warps"
+            )
+        return self
+
+    def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
+        """Estimated shared memory: num_stages buffers of an A tile and a B tile."""
+        elem = torch.empty((), dtype=dtype).element_size()
+        return self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
+
+    def check_fits(self, dtype: torch.dtype = torch.float16, limit: int | None = None) -> None:
+        """Raise ConfigError if the shared-memory estimate exceeds the device limit.
+
+        ``limit`` defaults to the current device's opt-in limit; under the interpreter
+        there is no limit and the check passes.
+        """
+        limit = runtime.shared_memory_limit() if limit is None else limit
+        if limit is None:
+            return
+        need = self.shared_memory_bytes(dtype)
+        if need > limit:
+            raise ConfigError(
+                f"config {self.short()} needs ~{need // 1024} KiB of shared memory for "
+                f"{str(dtype).removeprefix('torch.')}, the device allows {limit // 1024} KiB"
+            )
+
+    def short(self) -> str:
+        """A compact human label, e.g. 128x128x64 g8 w8 s3."""
+        return (
+            f"{self.block_m}x{self.block_n}x{self.block_k} "
+            f"g{self.group_m} w{self.num_warps} s{self.num_stages}"
+        )
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "KernelConfig":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelConfig":
+        """Parse a JSON object; a JSON string that names a file is read from that file."""
+        source = text
+        path = Path(text)
+        if not text.lstrip().startswith("{") and path.is_file():
+            source = path.read_text()
+        try:
+            data = json.loads(source)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config is neither a JSON object nor a readable file: {exc.msg}") from None
+        if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
+            data = data["config"]  # accept an exported entry that wraps the config
+        if not isinstance(data, dict):
+            raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}")
+    return "invalid config: " + "; ".join(parts)
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -> KernelConfig:
+    """A sensible config for an M x N x K problem, before any tuning.
+
+    On the GPU: 128x256x64 tiles (8 warps, 3 stages) for large problems, narrower M
+    tiles and deeper K steps for skinny ones. Under the interpreter, the smallest tiles
+    that cover the problem, since each program costs Python time there.
+    """
+    if runtime.INTERPRETER:
+        def fit(x: int, cap: int) -> int:
+            return min(cap, max(16, _next_pow2(max(x, 1))))
+
+        bm, bn, bk = fit(m, 64), fit(n, 64), fit(k, 64)
+        warps = 4 if bm * bn >= 1024 else 1
+        return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=warps, num_stages=1)
+    wide = dtype == torch.float32  # fp32 tiles take twice the shared memory
+    if m <= 64:
+        bm = max(16, _next_pow2(m))
+        cfg = KernelConfig(block_m=bm, block_n=128 if not wide else 64, block_k=128 if not wide else 64,
+                           group_m=8, num_warps=4, num_stages=4)
+    elif m * n <= 1024 * 1024:
+        cfg = KernelConfig(block_m=128, block_n=128, block_k=64 if not wide else 32,
+                           group_m=8, num_warps=4, num_stages=4)
+    else:
+        cfg = KernelConfig(block_m=128, block_n=256 if not wide else 128, block_k=64 if not wide else 32,
+                           group_m=8, num_warps=8, num_stages=3)
+    return cfg

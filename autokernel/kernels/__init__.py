@@ -1,0 +1,1 @@
+"""Triton kernels and their thin launchers. Nothing here knows of tuning or history."""

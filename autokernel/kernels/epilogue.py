@@ -1,0 +1,60 @@
+"""Activations and their derivatives as Triton helpers, selected at compile time.
+
+``ACTIVATION`` is a constexpr string: one of ``ACTIVATIONS``. Everything is computed in
+float32 on the accumulator, before the cast to the output dtype.
+"""
+
+import triton
+import triton.language as tl
+
+ACTIVATIONS = ("none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu")
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_CUBIC = 0.044715
+_INV_SQRT2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+@triton.jit
+def _tanh(x):
+    # tanh through sigmoid: one exp, no libdevice dependency, and works in the interpreter.
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def apply_activation(z, slope, ACTIVATION: tl.constexpr):
+    """act(z) for a float32 tile z; ``slope`` is leaky_relu's negative slope."""
+    if ACTIVATION == "relu":
+        z = tl.maximum(z, 0.0)
+    elif ACTIVATION == "leaky_relu":
+        z = tl.where(z >= 0.0, z, z * slope)
+    elif ACTIVATION == "gelu":
+        z = 0.5 * z * (1.0 + tl.math.erf(z * _INV_SQRT2))
+    elif ACTIVATION == "gelu_tanh":
+        z = 0.5 * z * (1.0 + _tanh(_SQRT_2_OVER_PI * (z + _GELU_CUBIC * z * z * z)))
+    elif ACTIVATION == "silu":
+        z = z * tl.sigmoid(z)
+    return z
+
+
+@triton.jit
+def activation_grad(z, slope, ACTIVATION: tl.constexpr):
+    """d act(z) / dz for a float32 tile of pre-activations z."""
+    if ACTIVATION == "relu":
+        g = tl.where(z > 0.0, 1.0, 0.0)
+    elif ACTIVATION == "leaky_relu":
+        g = tl.where(z >= 0.0, 1.0, slope)
+    elif ACTIVATION == "gelu":
+        cdf = 0.5 * (1.0 + tl.math.erf(z * _INV_SQRT2))
+        pdf = _INV_SQRT_2PI * tl.exp(-0.5 * z * z)
+        g = cdf + z * pdf
+    elif ACTIVATION == "gelu_tanh":
+        inner = _SQRT_2_OVER_PI * (z + _GELU_CUBIC * z * z * z)
+        t = _tanh(inner)
+        g = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * z * z)
+    elif ACTIVATION == "silu":
+        s = tl.sigmoid(z)
+        g = s * (1.0 + z * (1.0 - s))
+    else:
+        g = tl.full(z.shape, 1.0, tl.float32)
+    return g

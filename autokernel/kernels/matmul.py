@@ -1,0 +1,125 @@
+"""Grouped-tile GEMM with a fused bias + activation epilogue: C = act(A @ B + bias).
+
+A is [M, K], B is [K, N], both with any strides (a transposed view is read in place).
+Accumulation is float32; C is written in C's dtype. Tiles are visited in grouped order
+(GROUP_M tile-rows at a time) so that neighbouring programs share A and B in L2.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from autokernel.kernels.epilogue import apply_activation
+
+_INT32_MAX = 2**31 - 1
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Map a linear program id to (pid_m, pid_n) in grouped (swizzled) order."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_kernel(
+    a_ptr, b_ptr, c_ptr, bias_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    slope,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INDEX_64: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Rows/cols past the edge wrap onto valid ones, so the K loop needs no M/N mask;
+    # the store below masks them out.
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    acc = apply_activation(acc, slope, ACTIVATION)
+
+    if INDEX_64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _needs_int64(*tensors: torch.Tensor) -> bool:
+    # The largest element offset any pointer can reach, over every tensor.
+    for t in tensors:
+        span = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()) if s > 0)
+        if span > _INT32_MAX // 2:
+            return True
+    return False
+
+
+def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool) -> None:
+    """Launch C = act(A @ B + bias) into the preallocated ``c``; shapes already checked.
+
+    M and N must be > 0; K may be 0 (the loop is skipped and the epilogue still runs).
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),)
+    _matmul_kernel[grid](
+        a, b, c, bias if bias is not None else c,
+        M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        float(slope),
+        HAS_BIAS=bias is not None,
+        ACTIVATION=activation,
+        EVEN_K=K % config.block_k == 0,
+        UPCAST=interpret and a.dtype == torch.bfloat16,
+        INDEX_64=_needs_int64(a, b, c),
+        BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        GROUP_M=config.group_m,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )

@@ -1,0 +1,54 @@
+"""Where kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
+
+Triton reads TRITON_INTERPRET when it is first imported, so this module must be
+imported before anything imports triton. ``autokernel/__init__.py`` imports it first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import torch
+
+
+def _decide_interpreter() -> bool:
+    forced = os.environ.get("TRITON_INTERPRET")
+    if forced is not None:
+        return forced not in ("", "0")
+    if torch.cuda.is_available():
+        return False
+    if "triton" in sys.modules:
+        warnings.warn(
+            "triton was imported before autokernel on a machine with no GPU; "
+            "set TRITON_INTERPRET=1 before importing triton so kernels can run on the CPU",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    os.environ["TRITON_INTERPRET"] = "1"
+    return True
+
+
+INTERPRETER: bool = _decide_interpreter()
+"""True when kernels run under Triton's interpreter on CPU tensors."""
+
+
+def kernel_device() -> torch.device:
+    """The device whose tensors the kernels accept."""
+    return torch.device("cpu") if INTERPRETER else torch.device("cuda")
+
+
+def device_name() -> str:
+    if INTERPRETER:
+        return "cpu (triton interpreter)"
+    return torch.cuda.get_device_name()
+
+
+def shared_memory_limit() -> int | None:
+    """Bytes of shared memory one program may use on this device; None under the interpreter."""
+    if INTERPRETER:
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return int(getattr(props, "shared_memory_per_block_optin", 0) or 49152)
