@@ -9,10 +9,13 @@ import triton.language as tl
 
 ACTIVATIONS = ("none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu")
 
-_SQRT_2_OVER_PI = 0.7978845608028654
-_GELU_CUBIC = 0.044715
-_INV_SQRT2 = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
+# Compiled Triton reads a global only when it is a tl.constexpr instance (an annotation is
+# not enough, and the interpreter doesn't check). Keep the tensor on the left of each
+# product: the interpreter can't multiply a constexpr by a tensor.
+_SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+_GELU_CUBIC = tl.constexpr(0.044715)
+_INV_SQRT2 = tl.constexpr(0.7071067811865476)
+_INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
 
 @triton.jit
@@ -31,7 +34,7 @@ def apply_activation(z, slope, ACTIVATION: tl.constexpr):
     elif ACTIVATION == "gelu":
         z = 0.5 * z * (1.0 + tl.math.erf(z * _INV_SQRT2))
     elif ACTIVATION == "gelu_tanh":
-        z = 0.5 * z * (1.0 + _tanh(_SQRT_2_OVER_PI * (z + _GELU_CUBIC * z * z * z)))
+        z = 0.5 * z * (1.0 + _tanh((z + z * z * z * _GELU_CUBIC) * _SQRT_2_OVER_PI))
     elif ACTIVATION == "silu":
         z = z * tl.sigmoid(z)
     return z
@@ -46,12 +49,12 @@ def activation_grad(z, slope, ACTIVATION: tl.constexpr):
         g = tl.where(z >= 0.0, 1.0, slope)
     elif ACTIVATION == "gelu":
         cdf = 0.5 * (1.0 + tl.math.erf(z * _INV_SQRT2))
-        pdf = _INV_SQRT_2PI * tl.exp(-0.5 * z * z)
+        pdf = tl.exp(-0.5 * z * z) * _INV_SQRT_2PI
         g = cdf + z * pdf
     elif ACTIVATION == "gelu_tanh":
-        inner = _SQRT_2_OVER_PI * (z + _GELU_CUBIC * z * z * z)
+        inner = (z + z * z * z * _GELU_CUBIC) * _SQRT_2_OVER_PI
         t = _tanh(inner)
-        g = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * z * z)
+        g = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + z * z * (3.0 * _GELU_CUBIC))
     elif ACTIVATION == "silu":
         s = tl.sigmoid(z)
         g = s * (1.0 + z * (1.0 - s))

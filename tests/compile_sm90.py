@@ -1,0 +1,72 @@
+"""Compile the Triton kernels for Hopper (sm_90) on a machine with no GPU.
+
+The interpreter runs kernels as Python and misses errors that only compilation finds
+(e.g. a non-constexpr global). Triton can lower a kernel to PTX without a GPU, so this
+script compiles each kernel variant and prints one line per failure. It must run in its
+own process: TRITON_INTERPRET has to be 0 when triton is imported.
+
+Usage: python tests/compile_sm90.py   (exit code 1 if any variant fails)
+"""
+
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "0"
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from autokernel.kernels.epilogue import ACTIVATIONS  # noqa: E402
+from autokernel.kernels.matmul import _matmul_kernel  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def matmul_variants():
+    """(name, kernel, signature, constexprs, options) for the forward kernel."""
+    for dtype, act, has_bias, even_k, index_64 in [
+        *[("float16", act, True, True, False) for act in ACTIVATIONS],
+        ("bfloat16", "gelu_tanh", True, False, False),
+        ("float32", "silu", False, False, True),
+    ]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk",
+                                             "stride_bn", "stride_cm", "stride_cn")})
+        sig["slope"] = "fp32"
+        consts = dict(HAS_BIAS=has_bias, ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
+                      BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"matmul {dtype} {act}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+
+
+def variants():
+    yield from matmul_variants()
+    try:
+        from autokernel.kernels import backward
+    except ImportError:
+        return
+    yield from getattr(backward, "compile_variants", lambda: [])()
+
+
+def main() -> int:
+    failures = 0
+    count = 0
+    for name, kernel, sig, consts, options in variants():
+        count += 1
+        try:
+            triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET, options=options)
+        except Exception as exc:
+            root = exc
+            while root.__cause__ is not None:
+                root = root.__cause__
+            failures += 1
+            print(f"FAIL {name}: {type(root).__name__}: {str(root).splitlines()[0] if str(root) else ''}")
+    print(f"compiled {count - failures}/{count} kernel variants for sm_90")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
