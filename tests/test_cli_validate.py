@@ -1,0 +1,67 @@
+import json
+
+from typer.testing import CliRunner
+
+from autokernel import __version__
+from autokernel.cli import app
+
+runner = CliRunner()
+
+
+def test_version_and_help():
+    assert runner.invoke(app, ["--version"]).stdout.strip() == f"autokernel {__version__}"
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "validate" in result.stdout
+
+
+def test_default_suite_json_passes_and_covers_the_matrix():
+    result = runner.invoke(app, ["validate", "--json"])
+    assert result.exit_code == 0, result.stdout[-2000:]
+    cases = json.loads(result.stdout)
+    assert all(c["passed"] for c in cases)
+    problems = [c["problem"] for c in cases]
+    assert {p["dtype"] for p in problems} == {"float16", "bfloat16"}
+    assert {p["activation"] for p in problems} == {"none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"}
+    assert {p["layout"] for p in problems} == {"nn", "tn", "nt", "tt"}
+    assert {p["bias"] for p in problems} == {True, False}
+    assert {"m": 1, "n": 1, "k": 1} in [{k: p[k] for k in "mnk"} for p in problems]
+    assert any(p["k"] == 0 for p in problems) and any(p["m"] == 0 for p in problems)
+
+
+def test_explicit_problem_and_config_table():
+    cfg = json.dumps({"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 2, "num_warps": 2, "num_stages": 1})
+    result = runner.invoke(
+        app, ["validate", "--m", "19", "--n", "23", "--k", "29", "-d", "bf16", "-a", "silu", "--bias", "--config", cfg]
+    )
+    assert result.exit_code == 0, result.stdout
+    assert "19x23x29 bfloat16 bias silu" in result.stdout
+    assert "16x32x16 g2 w2 s1" in result.stdout
+    assert "1/1 cases passed" in result.stdout
+
+
+def test_failing_case_exits_1(monkeypatch):
+    # A kernel that writes nothing must be caught by the NaN poison: exit code 1.
+    import autokernel.api as api
+
+    monkeypatch.setattr("autokernel.kernels.matmul.launch_matmul", lambda *a, **k: None)
+    result = runner.invoke(app, ["validate", "-s", "8", "-d", "fp16", "--no-bias", "--json"])
+    assert result.exit_code == 1
+    case = json.loads(result.stdout)[0]
+    assert case["passed"] is False and case["all_written"] is False
+    assert api is not None
+
+
+def _one_line_error(result, code=2):
+    assert result.exit_code == code
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_bad_inputs_are_one_line():
+    assert "--size must be >= 0" in _one_line_error(runner.invoke(app, ["validate", "-s", "-3"]))
+    assert "unknown dtype 'float8'" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-d", "float8"]))
+    assert "activation must be one of" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-a", "tanh"]))
+    assert "invalid config" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-c", '{"block_m": 3}']))
+    assert "give all three" in _one_line_error(runner.invoke(app, ["validate", "--m", "8"]))

@@ -1,0 +1,63 @@
+import json
+
+import pytest
+import torch
+
+from autokernel import ConfigError, KernelConfig, default_config
+
+
+def test_json_round_trip():
+    cfg = KernelConfig(block_m=64, block_n=128, block_k=32, group_m=4, num_warps=4, num_stages=2)
+    assert KernelConfig.from_json(cfg.to_json()) == cfg
+    assert json.loads(cfg.to_json())["block_n"] == 128
+
+
+def test_from_json_file_and_wrapped_entry(tmp_path):
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps({"m": 1, "config": {"block_m": 32, "block_n": 32, "block_k": 32, "num_warps": 4}}))
+    assert KernelConfig.from_json(str(path)).block_m == 32
+
+
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("block_m", 48, "power of two"),
+        ("block_n", 512, r"\[16, 256\]"),
+        ("block_k", 8, "power of two in"),
+        ("group_m", 0, r"\[1, 64\]"),
+        ("num_warps", 3, "must be one of"),
+        ("num_stages", 9, r"\[1, 8\]"),
+    ],
+)
+def test_rejects_bad_fields(field, value, match):
+    with pytest.raises(ConfigError, match=match) as info:
+        KernelConfig.from_dict({field: value})
+    assert field in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_rejects_unknown_field_and_bad_json():
+    with pytest.raises(ConfigError, match="block_q"):
+        KernelConfig.from_dict({"block_q": 16})
+    with pytest.raises(ConfigError, match="neither a JSON object nor a readable file"):
+        KernelConfig.from_json("{not json")
+
+
+def test_tile_too_small_for_warps():
+    with pytest.raises(ConfigError, match="too small for 8 warps"):
+        KernelConfig.from_dict({"block_m": 16, "block_n": 16, "num_warps": 8})
+
+
+def test_shared_memory_estimate_against_limit():
+    cfg = KernelConfig(block_m=256, block_n=256, block_k=128, num_stages=4)
+    assert cfg.shared_memory_bytes(torch.float16) == 4 * (256 * 128 * 2) * 2
+    with pytest.raises(ConfigError, match="shared memory"):
+        cfg.check_fits(torch.float16, limit=232448)
+    KernelConfig().check_fits(torch.float16, limit=232448)
+    assert cfg.shared_memory_bytes(torch.float32) == 2 * cfg.shared_memory_bytes(torch.float16)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (16, 4096, 4096), (8192, 8192, 8192), (300, 17, 5)])
+def test_default_config_is_valid_and_fits(shape):
+    cfg = default_config(*shape, torch.float16)
+    cfg.check_fits(torch.float16, limit=232448)
