@@ -1,0 +1,292 @@
+"""The CSV history store: one row per evaluation, appended under a lock, read tolerantly.
+
+The file is append-only. Each row is flushed and fsynced before ``append`` returns,
+and writers serialise on a sibling ``<path>.lock`` file, so several tuning processes
+can share one history. Every record is exactly one physical line (newlines in values
+are replaced by spaces), so a torn write spoils at most its own line: the reader skips
+it with a warning and the next append starts on a fresh line.
+
+Units: ``ms``, ``ms_p20``, ``ms_p80`` in milliseconds; ``tflops`` in 10^12 FLOP/s.
+``timing`` says where a time was taken, "gpu" or "interpreter"; the two are never
+compared with each other.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+import warnings
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from filelock import FileLock
+
+from autokernel import runtime
+from autokernel.config import KernelConfig
+from autokernel.problem import Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA_VERSION = 1
+
+COLUMNS: list[str] = [
+    "timestamp", "run_id", "command", "strategy", "generation", "name", "kernel",
+    "M", "N", "K", "dtype", "activation", "bias", "layout", "config",
+    "status", "ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff",
+    "timing", "device", "torch_version", "triton_version", "error", "schema_version",
+]
+
+STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
+TIMINGS = ("gpu", "interpreter")
+
+PROBLEM_KEY = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
+"""The columns that identify a problem."""
+
+_INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")
+_FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff")
+_LOCK_TIMEOUT_S = 120
+_MAX_LINES_NAMED = 10
+
+HISTORY_ENV = "AUTOKERNEL_HISTORY"
+DEFAULT_HISTORY = Path("results") / "history.csv"
+
+
+def resolve_history_path(path: str | Path | None = None) -> Path:
+    """The history file: ``path`` if given, else $AUTOKERNEL_HISTORY, else results/history.csv (cwd-relative)."""
+    if path is not None and str(path) != "":
+        return Path(path)
+    env = os.environ.get(HISTORY_ENV)
+    if env:
+        return Path(env)
+    return DEFAULT_HISTORY
+
+
+def new_run_id() -> str:
+    """A short id for one run of a command, unique across processes, e.g. 20240501-121314-3fa9c2."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _triton_version() -> str:
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def make_row(
+    command: str,
+    problem: Problem | None = None,
+    config: KernelConfig | None = None,
+    *,
+    status: str,
+    run_id: str,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A complete history row for one evaluation.
+
+    Fills the timestamp (UTC, ISO 8601), device, torch/triton versions, schema version,
+    the problem's columns and the config as compact JSON. ``timing`` defaults to where
+    kernels run here ("interpreter" or "gpu"). ``fields`` may set any other column
+    (ms in milliseconds, tflops in TFLOP/s, ...) and override the defaults; an unknown
+    column name, a status not in STATUSES or a timing not in TIMINGS raises ValueError.
+    """
+    unknown = sorted(set(fields) - set(COLUMNS))
+    if unknown:
+        raise ValueError(f"unknown history column(s): {', '.join(unknown)}")
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        run_id=run_id,
+        command=command,
+        status=status,
+        timing="interpreter" if runtime.INTERPRETER else "gpu",
+        device=runtime.device_name(),
+        torch_version=torch.__version__,
+        triton_version=_triton_version(),
+        schema_version=SCHEMA_VERSION,
+    )
+    if problem is not None:
+        row.update(
+            M=problem.m, N=problem.n, K=problem.k, dtype=problem.dtype,
+            activation=problem.activation, bias=problem.bias, layout=problem.layout,
+        )
+    if config is not None:
+        row["config"] = config.model_dump_json()
+    row.update(fields)
+    if row["timing"] not in TIMINGS:
+        raise ValueError(f"timing must be one of {', '.join(TIMINGS)}; got {row['timing']!r}")
+    return row
+
+
+def _cell(value: Any) -> str:
+    """One CSV cell: None is empty, dicts are compact JSON, and no value spans lines."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        value = json.dumps(value, separators=(",", ":"))
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        text = " ".join(text.splitlines())
+    return text
+
+
+def _encode(fields: list[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(fields)
+    return buf.getvalue()
+
+
+class History:
+    """An append-only CSV history at ``path`` (see the module docstring for the format)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+
+    def __repr__(self) -> str:
+        return f"History({str(self.path)!r})"
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one row (keys from COLUMNS; missing ones are left empty), durably."""
+        self.append_many([row])
+
+    def append_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Append rows under one lock; they are flushed and fsynced before this returns."""
+        lines = []
+        for row in rows:
+            unknown = sorted(set(row) - set(COLUMNS))
+            if unknown:
+                raise ValueError(f"unknown history column(s): {', '.join(unknown)}")
+            lines.append(_encode([_cell(row.get(c)) for c in COLUMNS]))
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.lock_path), timeout=_LOCK_TIMEOUT_S):
+            with open(self.path, "a+b") as f:
+                size = f.seek(0, os.SEEK_END)
+                prefix = b""
+                if size == 0:
+                    prefix = _encode(COLUMNS).encode()
+                else:
+                    self._check_header(f)
+                    f.seek(size - 1)
+                    if f.read(1) != b"\n":
+                        prefix = b"\n"  # a torn last line: leave it alone, start afresh
+                f.write(prefix + "".join(lines).encode())
+                f.flush()
+                os.fsync(f.fileno())
+
+    def _check_header(self, f: Any) -> None:
+        f.seek(0)
+        first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+        if next(csv.reader([first]), []) != COLUMNS:
+            raise ValueError(
+                f"{self.path} does not start with the history header of schema {SCHEMA_VERSION}; "
+                "move it aside or pass another --history path"
+            )
+
+    def read(self) -> "pd.DataFrame":
+        """All well-formed rows as a DataFrame with COLUMNS, in file order.
+
+        A missing file gives an empty frame. Rows with the wrong number of fields or an
+        unparsable number (a torn write, a hand edit) are skipped with one warning that
+        names their line numbers. The file is never modified.
+        """
+        import pandas as pd
+
+        records: list[list[str]] = []
+        bad: list[int] = []
+        header = COLUMNS
+        if self.path.exists():
+            with open(self.path, encoding="utf-8", errors="replace", newline="") as f:
+                for lineno, line in enumerate(f, start=1):
+                    text = line.rstrip("\r\n")
+                    if not text.strip():
+                        continue
+                    fields = _parse_line(text)
+                    if lineno == 1 and fields is not None and "status" in fields:
+                        header = fields
+                        continue
+                    if fields is None or len(fields) != len(header) or not _numbers_parse(header, fields):
+                        bad.append(lineno)
+                        continue
+                    records.append(fields)
+        if bad:
+            named = ", ".join(map(str, bad[:_MAX_LINES_NAMED])) + (" ..." if len(bad) > _MAX_LINES_NAMED else "")
+            warnings.warn(
+                f"skipped {len(bad)} malformed row(s) in {self.path}: line(s) {named}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        df = pd.DataFrame(records, columns=header, dtype=object)
+        df = df.reindex(columns=COLUMNS)
+        return _typed(df)
+
+
+def _parse_line(text: str) -> list[str] | None:
+    if "\x00" in text:
+        return None
+    try:
+        return next(csv.reader([text], strict=True))
+    except csv.Error:
+        return None
+
+
+def _numbers_parse(header: list[str], fields: list[str]) -> bool:
+    for name, value in zip(header, fields):
+        if value == "" or (name not in _INT_COLUMNS and name not in _FLOAT_COLUMNS):
+            continue
+        try:
+            float(value)
+        except ValueError:
+            return False
+    return True
+
+
+def _typed(df: "pd.DataFrame") -> "pd.DataFrame":
+    """Numbers as numbers (ints nullable), bias as a nullable bool, empty text as None."""
+    import pandas as pd
+
+    df = df.replace("", None)
+    for c in _FLOAT_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    for c in _INT_COLUMNS:
+        df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")
+    df["bias"] = df["bias"].map({"True": True, "False": False, "true": True, "false": False}).astype("boolean")
+    text_cols = [c for c in COLUMNS if c not in _FLOAT_COLUMNS and c not in _INT_COLUMNS and c != "bias"]
+    df[text_cols] = df[text_cols].astype(object)
+    return df.reset_index(drop=True)
+
+
+def to_records(df: "pd.DataFrame") -> list[dict[str, Any]]:
+    """Rows as plain dicts for JSON: missing values become None, numbers plain Python."""
+    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    """None for a missing value (None, NA, NaN), a Python scalar for a numpy one."""
+    import pandas as pd
+
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
+    """The fastest successful row (lowest ms) per problem and timing kind, sorted by problem."""
+    ok = df[(df["status"] == "success") & df["ms"].notna()]
+    if ok.empty:
+        return ok.reset_index(drop=True)
+    keys = PROBLEM_KEY + ["timing"]
+    idx = ok.groupby(keys, dropna=False, sort=True)["ms"].idxmin()
+    return ok.loc[idx.to_numpy()].reset_index(drop=True)

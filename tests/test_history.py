@@ -1,0 +1,156 @@
+"""The CSV history: concurrent appends, torn and malformed rows, path resolution."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing as mp
+import warnings
+from pathlib import Path
+
+import pytest
+
+from autokernel import history
+from autokernel.config import KernelConfig
+from autokernel.history import COLUMNS, History, best_per_problem, make_row, new_run_id, resolve_history_path
+from autokernel.problem import Problem
+
+WORKERS = 4
+ROWS_PER_WORKER = 50
+
+
+def _row(ms: float = 1.0, m: int = 64, status: str = "success", **fields):
+    return make_row("test", Problem(m, 32, 16), KernelConfig(), status=status, run_id="r1", ms=ms, **fields)
+
+
+def _append_rows(path: str, worker: int, start) -> None:
+    h = History(path)
+    start.wait()  # all workers append at the same moment
+    for i in range(ROWS_PER_WORKER):
+        h.append(make_row("tune", Problem(64, 64, 64), status="success", run_id=f"w{worker}", generation=i, ms=0.1 + i))
+
+
+def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "history.csv"
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(WORKERS)
+    procs = [ctx.Process(target=_append_rows, args=(str(path), w, start)) for w in range(WORKERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + WORKERS * ROWS_PER_WORKER
+    assert sum(line.startswith("timestamp,") for line in lines) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = History(path).read()
+    assert len(df) == WORKERS * ROWS_PER_WORKER
+    assert sorted(df["run_id"].value_counts().to_dict().items()) == [(f"w{w}", ROWS_PER_WORKER) for w in range(WORKERS)]
+    for w in range(WORKERS):
+        assert sorted(df.loc[df["run_id"] == f"w{w}", "generation"]) == list(range(ROWS_PER_WORKER))
+
+
+def test_round_trip_types(tmp_path: Path) -> None:
+    h = History(tmp_path / "h.csv")
+    cfg = KernelConfig(block_m=64)
+    h.append(make_row("bench", Problem(8, 16, 32, dtype="bf16", bias=True, activation="relu"), cfg,
+                      status="success", run_id="r", ms=0.25, tflops=1.5, error="two\nlines"))
+    row = history.to_records(h.read())[0]
+    assert (row["M"], row["N"], row["K"]) == (8, 16, 32)
+    assert row["dtype"] == "bfloat16" and row["activation"] == "relu" and row["bias"] is True
+    assert KernelConfig.from_json(row["config"]) == cfg
+    assert row["ms"] == 0.25 and row["tflops"] == 1.5
+    assert row["error"] == "two lines"
+    assert row["timing"] in ("gpu", "interpreter")
+    assert row["schema_version"] == history.SCHEMA_VERSION
+    assert row["strategy"] is None
+
+
+def test_missing_file_reads_empty(tmp_path: Path) -> None:
+    df = History(tmp_path / "none.csv").read()
+    assert df.empty and list(df.columns) == COLUMNS
+    assert not (tmp_path / "none.csv").exists()
+
+
+def test_torn_last_line_is_skipped_and_next_append_parses(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    h = History(path)
+    h.append_many([_row(1.0), _row(2.0)])
+    full = _row(3.0)
+    line = ",".join("" if full[c] is None else str(full[c]) for c in COLUMNS)
+    with open(path, "a") as f:
+        f.write(line[: len(line) // 2] + '"half a quoted')  # a writer died mid-row
+    before = path.read_bytes()
+    with pytest.warns(RuntimeWarning, match=r"line\(s\) 4"):
+        df = h.read()
+    assert list(df["ms"]) == [1.0, 2.0]
+    assert path.read_bytes() == before  # reading never modifies the file
+
+    h.append(_row(4.0))
+    assert path.read_bytes().startswith(before)  # existing bytes untouched
+    with pytest.warns(RuntimeWarning, match=r"line\(s\) 4"):
+        df = h.read()
+    assert list(df["ms"]) == [1.0, 2.0, 4.0]
+
+
+def test_malformed_middle_rows_are_skipped_with_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    h = History(path)
+    h.append(_row(1.0))
+    with open(path, "a", newline="") as f:
+        f.write("only,three,fields\n")
+        bad_number = _row(9.0)
+        bad_number["ms"] = "fast"
+        csv.writer(f, lineterminator="\n").writerow(["" if bad_number[c] is None else bad_number[c] for c in COLUMNS])
+    h.append(_row(2.0))
+    with pytest.warns(RuntimeWarning, match=r"skipped 2 malformed row\(s\).*line\(s\) 3, 4"):
+        df = h.read()
+    assert list(df["ms"]) == [1.0, 2.0]
+
+
+def test_append_refuses_a_foreign_file(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(ValueError, match="header"):
+        History(path).append(_row())
+    assert path.read_text() == "a,b,c\n1,2,3\n"
+
+
+def test_make_row_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="unknown history column"):
+        make_row("x", status="success", run_id="r", speed=3)
+    with pytest.raises(ValueError, match="unknown status"):
+        make_row("x", status="ok", run_id="r")
+    with pytest.raises(ValueError, match="timing"):
+        make_row("x", status="success", run_id="r", timing="cpu")
+    with pytest.raises(ValueError, match="unknown history column"):
+        History("unused.csv").append({"speed": 3})
+
+
+def test_new_run_ids_are_unique() -> None:
+    ids = {new_run_id() for _ in range(100)}
+    assert len(ids) == 100
+
+
+def test_best_per_problem_keeps_fastest_success_per_problem_and_timing(tmp_path: Path) -> None:
+    h = History(tmp_path / "h.csv")
+    h.append_many([
+        _row(3.0, timing="gpu"),
+        _row(1.0, timing="gpu"),
+        _row(0.5, status="failed_correctness", timing="gpu"),
+        _row(0.1, timing="interpreter"),
+        _row(2.0, m=128, timing="gpu"),
+    ])
+    best = best_per_problem(h.read())
+    got = sorted(zip(best["M"], best["timing"], best["ms"]))
+    assert got == [(64, "gpu", 1.0), (64, "interpreter", 0.1), (128, "gpu", 2.0)]
+
+
+def test_history_path_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AUTOKERNEL_HISTORY", raising=False)
+    assert resolve_history_path() == Path("results") / "history.csv"
+    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(tmp_path / "env.csv"))
+    assert resolve_history_path() == tmp_path / "env.csv"
+    assert resolve_history_path(tmp_path / "explicit.csv") == tmp_path / "explicit.csv"
+    assert resolve_history_path(str(tmp_path / "s.csv")) == tmp_path / "s.csv"
