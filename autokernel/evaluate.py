@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 
 from autokernel import runtime
 from autokernel.api import matmul
-from autokernel.config import KernelConfig, default_config
+from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.problem import Problem
+from autokernel.timing import Timing, make_input_sets, tflops, time_fn, timing_label
 
 # The pass criterion: relative error and allclose, both at 1e-2 (the seeds' criterion).
 REL_TOL = 1e-2
@@ -65,6 +67,16 @@ class CheckResult:
         return d
 
 
+def error_line(exc: BaseException) -> str:
+    """One line for an exception. Triton's CompilationError wraps the real cause
+    (``__cause__``) behind a source excerpt, so report the innermost cause."""
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    lines = [ln.strip() for ln in str(root).splitlines() if ln.strip()]
+    return f"{type(root).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, bool, bool]:
     """(max_abs_diff, rel_error, allclose, all_written) of out against a float32 ref.
 
@@ -101,7 +113,242 @@ def check_correctness(
             torch.cuda.synchronize()
         ref = reference(a, b, bias, problem.activation, slope)
     except Exception as exc:  # a failed launch is a result, not a crash
-        return CheckResult(problem, config, None, None, False, False, False, f"{type(exc).__name__}: {exc}")
+        return CheckResult(problem, config, None, None, False, False, False, error_line(exc))
     max_abs, rel, close, written = compare(out, ref)
     passed = close and written and rel <= REL_TOL
     return CheckResult(problem, config, max_abs, rel, close, written, passed)
+
+
+# --- evaluate: correctness, then timing, as one Trial ---------------------------------
+
+STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error")
+
+_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "PTXASError"}
+_RESOURCE_ERRORS = {"OutOfResources", "OutOfMemoryError"}
+
+TORCH_KERNELS = ("torch", "cublaslt", "torch_compile")
+"""Baselines: eager torch (addmm/matmul, then the activation), cuBLASLt's fused epilogue
+(torch._addmm_activation: relu, and gelu — tanh-approximate on CUDA, exact on the CPU), and
+torch.compile(mode="max-autotune-no-cudagraphs") of the eager function."""
+
+
+@dataclass
+class Trial:
+    """One measured (problem, implementation): the record every evaluation produces.
+
+    ``kernel`` is "triton" or one of TORCH_KERNELS; ``config`` is None for torch. Times in
+    milliseconds (median, 20th and 80th percentile), ``tflops`` in 10^12 FLOP/s; ``timing``
+    is "gpu" or "interpreter". On failure ``status`` says which kind and ``error`` why.
+    """
+
+    problem: Problem
+    config: KernelConfig | None
+    status: str
+    kernel: str = "triton"
+    ms: float | None = None
+    p20: float | None = None
+    p80: float | None = None
+    tflops: float | None = None
+    rel_error: float | None = None
+    max_abs_diff: float | None = None
+    timing: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["problem"] = self.problem.to_dict()
+        d["config"] = None if self.config is None else self.config.model_dump()
+        return d
+
+    def history_fields(self) -> dict:
+        """The history columns this trial fills, for ``history.make_row(..., **fields)``."""
+        return {
+            "kernel": self.kernel, "ms": self.ms, "ms_p20": self.p20, "ms_p80": self.p80,
+            "tflops": self.tflops, "rel_error": self.rel_error, "max_abs_diff": self.max_abs_diff,
+            "timing": self.timing or timing_label(), "error": self.error,
+        }
+
+
+def failure_status(exc: BaseException) -> str:
+    """The Trial status for an exception raised while building, launching or timing a kernel."""
+    return _status_for_names(cls.__name__ for cls in type(exc).__mro__)
+
+
+def _status_for_names(names: Iterable[str]) -> str:
+    names = set(names)
+    if names & _RESOURCE_ERRORS:
+        return "out_of_resources"
+    if names & _COMPILE_ERRORS:
+        return "compile_error"
+    return "runtime_error"
+
+
+def check_status(check: CheckResult) -> str:
+    """The Trial status of a correctness check: success, failed_correctness or the error's kind
+    (from the class name that starts the error line: the innermost cause, so best effort)."""
+    if check.error:
+        return _status_for_names([check.error.split(":", 1)[0]])  # the message starts with the class name
+    return "success" if check.passed else "failed_correctness"
+
+
+def _correctness_failure(max_abs: float, rel: float, close: bool, written: bool) -> str:
+    why = []
+    if not written:
+        why.append("some outputs were never written")
+    if rel > REL_TOL:
+        why.append(f"rel_error {rel:.3g} > {REL_TOL:g}")
+    if not close:
+        why.append(f"not allclose (max |diff| {max_abs:.3g})")
+    return "; ".join(why) or "failed the correctness check"
+
+
+def _timed(trial: Trial, problem: Problem, fn: Callable, make_args: Callable[[int], tuple], timer) -> Trial:
+    """Fill ``trial`` with the timing of ``fn`` over rotated input sets, or a failure status."""
+    try:
+        sets = make_input_sets(make_args, problem.bytes)
+        t: Timing = timer(fn, rotate=sets)
+    except Exception as exc:  # a failed launch is a result, not a crash
+        trial.status, trial.error = failure_status(exc), error_line(exc)
+        return trial
+    trial.ms, trial.p20, trial.p80, trial.timing = t.ms, t.p20, t.p80, t.timing
+    trial.tflops = tflops(problem.flops, t.ms)
+    return trial
+
+
+def _input_factory(problem: Problem, seed: int | None) -> Callable[[int], tuple]:
+    """``make(i) -> (a, b, bias)``: input set i, fresh random or drawn from seed + i."""
+    device = runtime.kernel_device()
+    return lambda i: problem.make_inputs(device, None if seed is None else seed + i)
+
+
+def evaluate(
+    problem: Problem,
+    config: KernelConfig | None = None,
+    *,
+    seed: int | None = None,
+    slope: float = LEAKY_SLOPE,
+    timer: Callable[..., Timing] = time_fn,
+) -> Trial:
+    """Check the Triton kernel for ``problem`` with ``config`` (default: default_config), then time it.
+
+    Correctness comes first (check_correctness on fresh random inputs); only a passing
+    kernel is timed, on other random inputs rotated as timing.make_input_sets decides.
+    Never raises for a kernel failure: the Trial's status and error say what went wrong.
+    """
+    if config is None:
+        config = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+    trial = Trial(problem, config, "success", timing=timing_label())
+    try:
+        config.check_fits(problem.torch_dtype)
+    except ConfigError as exc:
+        trial.status, trial.error = "out_of_resources", str(exc)
+        return trial
+    make = _input_factory(problem, seed)
+
+    def make_args(i: int) -> tuple:
+        a, b, bias = make(i + 1)  # set 0 (the seed itself) is the correctness check's
+        return a, b, bias, torch.empty((problem.m, problem.n), dtype=problem.torch_dtype, device=a.device)
+
+    def run(a, b, bias, out):
+        matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
+
+    # Compile and launch once first, so that a failure is classified from the exception
+    # itself (check_correctness keeps only a line of text).
+    try:
+        run(*make_args(0))
+        if runtime.kernel_device().type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # a failed launch is a result, not a crash
+        trial.status, trial.error = failure_status(exc), error_line(exc)
+        return trial
+    check = check_correctness(problem, config, seed=seed, slope=slope)
+    trial.rel_error, trial.max_abs_diff = check.rel_error, check.max_abs_diff
+    trial.status = check_status(check)
+    if check.error:
+        trial.error = check.error
+        return trial
+    if not check.passed:
+        trial.error = _correctness_failure(check.max_abs_diff, check.rel_error, check.allclose, check.all_written)
+        return trial
+    if problem.m == 0 or problem.n == 0:
+        return trial  # nothing to launch, nothing to time
+    return _timed(trial, problem, run, make_args, timer)
+
+
+def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LEAKY_SLOPE) -> Callable:
+    """``f(a, b, bias) -> C`` computing the problem with a torch baseline (see TORCH_KERNELS).
+
+    Raises ValueError when ``kernel`` cannot compute this problem (cuBLASLt's epilogue
+    has relu and one gelu only, and needs a bias).
+    """
+    if kernel not in TORCH_KERNELS:
+        raise ValueError(f"unknown torch kernel {kernel!r}; choose one of {', '.join(TORCH_KERNELS)}")
+    act = problem.activation
+
+    def eager(a, b, bias):
+        z = torch.addmm(bias, a, b) if bias is not None else torch.matmul(a, b)
+        return reference_activation(z, act, slope) if act != "none" else z
+
+    if kernel == "torch":
+        return eager
+    if kernel == "torch_compile":
+        # No CUDA graphs: replaying one copies every new input into the graph's static
+        # buffers, which the timer's input rotation would then measure.
+        return torch.compile(eager, mode="max-autotune-no-cudagraphs", dynamic=False)
+    if act not in cublaslt_activations() or not problem.bias:
+        raise ValueError(
+            f"cuBLASLt's fused epilogue has {' and '.join(cublaslt_activations())} with a bias; "
+            f"not {act} {'with' if problem.bias else 'without'} bias"
+        )
+    use_gelu = act != "relu"
+    return lambda a, b, bias: torch._addmm_activation(bias, a, b, use_gelu=use_gelu)
+
+
+def cublaslt_activations() -> tuple[str, str]:
+    """The activations torch._addmm_activation fuses here: its gelu is tanh-approximate on
+    CUDA (the cuBLASLt GELU epilogue) and exact on the CPU (torch's own decomposition)."""
+    return ("relu", "gelu") if runtime.kernel_device().type == "cpu" else ("relu", "gelu_tanh")
+
+
+def evaluate_torch(
+    problem: Problem,
+    kernel: str = "torch",
+    *,
+    seed: int | None = None,
+    slope: float = LEAKY_SLOPE,
+    timer: Callable[..., Timing] = time_fn,
+) -> Trial:
+    """Check and time a torch baseline for ``problem``, the same way evaluate does the kernel.
+
+    fp32 baselines run with TF32 allowed, like the Triton kernel's fp32 dot, so that the
+    comparison is like for like. Raises ValueError only for a kernel that cannot compute
+    the problem at all (see torch_function); a failure while running is a Trial status.
+    """
+    fn = torch_function(problem, kernel, slope=slope)
+    trial = Trial(problem, None, "success", kernel=kernel, timing=timing_label())
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        make = _input_factory(problem, seed)
+        a, b, bias = make(0)
+        try:
+            out = fn(a, b, bias)
+            if out.is_cuda:
+                torch.cuda.synchronize()
+        except Exception as exc:
+            trial.status, trial.error = failure_status(exc), error_line(exc)
+            return trial
+        max_abs, rel, close, _ = compare(out, reference(a, b, bias, problem.activation, slope))
+        trial.rel_error, trial.max_abs_diff = rel, max_abs
+        if not (close and rel <= REL_TOL):
+            trial.status, trial.error = "failed_correctness", _correctness_failure(max_abs, rel, close, True)
+            return trial
+        if problem.m == 0 or problem.n == 0:
+            return trial
+        return _timed(trial, problem, fn, lambda i: make(i + 1), timer)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from contextlib import contextmanager
@@ -83,3 +84,158 @@ def problem_sizes(size: list[int] | None, m: int | None, n: int | None, k: int |
                 fail(f"{name} must be >= 0, got {v}")
         return [(m, n, k)]
     return None
+
+
+# Measuring commands (bench, fuse-bench): where they may run, the history, tuned configs.
+InterpretOpt = Annotated[
+    bool,
+    typer.Option("--interpret", help="Run small problems on the CPU under Triton's interpreter (timings labelled so)."),
+]
+HistoryOpt = Annotated[
+    str | None,
+    typer.Option("--history", help="History CSV to append to (default: $AUTOKERNEL_HISTORY or results/history.csv)."),
+]
+BestOpt = Annotated[
+    str | None,
+    typer.Option("--best", help="Exported best configs (JSON): the config whose problem matches is used."),
+]
+RepeatOpt = Annotated[
+    int | None, typer.Option("--repeat", help="Timed calls per measurement (default: ~100 ms of calls on a GPU, 3 interpreted).")
+]
+
+
+def require_timing_mode(interpret: bool) -> None:
+    """Refuse to time when the kernels would not run where the user asked (exit 2)."""
+    from autokernel import runtime
+
+    if runtime.INTERPRETER and not interpret:
+        fail("no GPU here: kernels would run under Triton's interpreter; pass --interpret to time small problems on the CPU")
+    if interpret and not runtime.INTERPRETER:
+        fail("--interpret on a machine with a GPU needs TRITON_INTERPRET=1 in the environment (triton reads it at import)")
+
+
+def check_repeat(repeat: int | None) -> None:
+    if repeat is not None and repeat < 1:
+        fail(f"--repeat must be >= 1, got {repeat}")
+
+
+def best_config_for(path: str, problem: Any) -> Any:
+    """The KernelConfig for ``problem`` from an exported best-config file, or None if none matches.
+
+    The file holds one KernelConfig, one entry ``{problem fields..., "config": {...}}`` (the
+    problem fields at the top level or under "problem"), a list of entries, or an object
+    whose "entries" or "configs" is such a list. An entry matches when every problem field
+    it names (m/M, n/N, k/K, dtype, activation, bias, layout) equals the problem's.
+    """
+    from pathlib import Path
+
+    from autokernel.config import ConfigError, KernelConfig
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read --best file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--best file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    if isinstance(data, list):
+        entries = data
+    elif isinstance(data, dict) and isinstance(data.get("entries"), list):
+        entries = data["entries"]
+    elif isinstance(data, dict) and isinstance(data.get("configs"), list):
+        entries = data["configs"]
+    elif isinstance(data, dict) and "config" in data:
+        entries = [data]
+    elif isinstance(data, dict):
+        return KernelConfig.from_dict(data)  # a bare KernelConfig applies to every problem
+    else:
+        raise ValueError(f"--best file {path} holds neither a config nor a list of entries")
+    want = problem.to_dict()
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+            continue
+        fields = entry.get("problem") if isinstance(entry.get("problem"), dict) else entry
+        named = {key.lower(): fields[key] for key in fields if key.lower() in want}
+        if "dtype" in named:
+            from autokernel.problem import parse_dtype
+
+            try:
+                named["dtype"] = parse_dtype(named["dtype"])
+            except ValueError:
+                continue
+        if all(want[key] == value for key, value in named.items()):
+            try:
+                return KernelConfig.from_dict(entry["config"])
+            except ConfigError as exc:
+                raise ValueError(f"--best file {path}: {exc}") from None
+    return None
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def history_store(path: str | None) -> Any:
+    """The History to append to (--history, else $AUTOKERNEL_HISTORY, else results/history.csv)."""
+    from autokernel.history import History, resolve_history_path
+
+    resolved = resolve_history_path(path)
+    if resolved.is_dir():
+        fail(f"--history {resolved} is a directory, not a CSV file")
+    return History(resolved)
+
+
+def append_history(store: Any, rows: list[dict]) -> None:
+    """Append rows; a history that cannot be written is one error line, not a traceback."""
+    try:
+        store.append_many(rows)
+    except (ValueError, OSError) as exc:
+        fail(f"cannot append to the history {store.path}: {exc}")
+
+
+def measured_problems(
+    sizes: list[tuple[int, int, int]] | None,
+    dtype: list[str] | None,
+    activation: list[str] | None,
+    bias: bool,
+    interpret: bool,
+    *,
+    gpu_sizes: list[int],
+    interpreter_sizes: list[int],
+    activations: list[str],
+) -> list[Any]:
+    """The problems a measuring command times: sizes × dtypes × activations, checked first.
+
+    Bad names raise ValueError (run inside user_errors); then require_timing_mode; square
+    default sizes depend on where the kernels run. dtype defaults to float16.
+    """
+    from autokernel import runtime
+    from autokernel.api import normalize_activation
+    from autokernel.problem import Problem, parse_dtype
+
+    dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]
+    acts = [normalize_activation(a) for a in activation] if activation else activations
+    require_timing_mode(interpret)
+    if sizes is None:
+        sizes = [(s, s, s) for s in (interpreter_sizes if runtime.INTERPRETER else gpu_sizes)]
+    return [Problem(m, n, k, d, a, bias) for (m, n, k), d, a in itertools.product(sizes, dtypes, acts)]
+
+
+def trial_timer(repeat: int | None) -> tuple[Any, str]:
+    """The timer for --repeat (None: time-budgeted) and how it times, for a table title."""
+    import functools
+
+    from autokernel import runtime
+    from autokernel.timing import time_fn
+
+    how = f"median of {repeat} calls" if repeat else "median"
+    how += ", wall clock" if runtime.INTERPRETER else ", L2 flushed"
+    return (functools.partial(time_fn, reps=repeat) if repeat else time_fn), how
+
+
+def trial_row(command: str, trial: Any, run_id: str, name: str) -> dict:
+    """The history row of one evaluate/evaluate_torch Trial."""
+    from autokernel.history import make_row
+
+    return make_row(command, trial.problem, trial.config, status=trial.status, run_id=run_id, name=name,
+                    **trial.history_fields())

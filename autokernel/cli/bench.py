@@ -1,0 +1,215 @@
+"""`autokernel bench`: the Triton kernel against torch (cuBLAS), problem by problem, in one run."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from autokernel import runtime
+from autokernel.cli._common import (
+    EXIT_FAILED,
+    ActivationOpt,
+    BestOpt,
+    ConfigOpt,
+    DtypeOpt,
+    HistoryOpt,
+    InterpretOpt,
+    JsonOpt,
+    KOpt,
+    MOpt,
+    NOpt,
+    RepeatOpt,
+    SizeOpt,
+    append_history,
+    best_config_for,
+    check_repeat,
+    console,
+    fail,
+    fmt,
+    history_store,
+    measured_problems,
+    print_json,
+    problem_sizes,
+    trial_row,
+    trial_timer,
+    user_errors,
+    warn,
+)
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial, evaluate, evaluate_torch
+from autokernel.history import new_run_id
+from autokernel.problem import Problem
+from autokernel.timing import time_fn
+
+GPU_SIZES = [2048, 4096, 8192]
+INTERPRETER_SIZES = [64, 128]
+
+
+@dataclass
+class BenchResult:
+    """One problem: the torch baseline and the Triton kernel, measured side by side.
+
+    ``source`` says where the Triton config came from: "default", "config" (--config)
+    or "best" (--best).
+    """
+
+    problem: Problem
+    torch: Trial
+    triton: Trial
+    source: str
+
+    @property
+    def speedup(self) -> float | None:
+        """torch ms / triton ms: above 1 means the Triton kernel is faster."""
+        if self.torch.ms is None or not self.triton.ms:
+            return None
+        return self.torch.ms / self.triton.ms
+
+    @property
+    def ok(self) -> bool:
+        return self.torch.ok and self.triton.ok
+
+    def to_dict(self) -> dict:
+        return {
+            "problem": self.problem.to_dict(),
+            "config": None if self.triton.config is None else self.triton.config.model_dump(),
+            "config_source": self.source,
+            "torch": self.torch.to_dict(),
+            "triton": self.triton.to_dict(),
+            "speedup": self.speedup,
+        }
+
+    def table_row(self) -> dict:
+        """The flat row of this run's table (as --csv writes it)."""
+        p, t, k = self.problem, self.torch, self.triton
+        return {
+            "M": p.m, "N": p.n, "K": p.k, "dtype": p.dtype, "activation": p.activation, "bias": p.bias,
+            "layout": p.layout, "config": k.config.to_json() if k.config else "", "config_source": self.source,
+            "torch_ms": t.ms, "torch_tflops": t.tflops, "triton_ms": k.ms, "triton_ms_p20": k.p20,
+            "triton_ms_p80": k.p80, "triton_tflops": k.tflops, "speedup": self.speedup,
+            "max_abs_diff": k.max_abs_diff, "rel_error": k.rel_error, "status": k.status,
+            "torch_status": t.status, "timing": k.timing, "error": k.error or t.error,
+        }
+
+
+def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, str]], *, timer=time_fn,
+              on_result=None) -> list[BenchResult]:
+    """Measure torch and the kernel on each problem; ``on_result(result)`` is called after each."""
+    results = []
+    for problem, (config, source) in zip(problems, configs):
+        result = BenchResult(problem, evaluate_torch(problem, "torch", timer=timer), evaluate(problem, config, timer=timer),
+                             source)
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
+
+
+def _title(timer_desc: str) -> str:
+    if runtime.INTERPRETER:
+        return f"autokernel bench · triton interpreter (CPU) · {timer_desc} · not comparable with GPU timings"
+    return f"autokernel bench · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms"
+
+
+def render(results: list[BenchResult], timer_desc: str) -> None:
+    table = Table(title=_title(timer_desc))
+    for name, justify in [("problem", "left"), ("triton config", "left"), ("torch ms", "right"),
+                          ("torch TFLOP/s", "right"), ("triton ms (p20–p80)", "right"), ("triton TFLOP/s", "right"),
+                          ("speedup", "right"), ("max |Δ|", "right"), ("result", "left")]:
+        table.add_column(name, justify=justify)
+    for r in results:
+        t, k = r.torch, r.triton
+        spread = f"{fmt(k.ms)} ({fmt(k.p20)}–{fmt(k.p80)})" if k.ms is not None else "-"
+        if r.ok:
+            verdict = "[green]pass[/]"
+        else:
+            bad = k if not k.ok else t
+            who = "triton" if bad is k else "torch"
+            verdict = f"[red]{who} {bad.status}[/] {bad.error or ''}"
+        config = f"{k.config.short()} ({r.source})" if k.config else "-"
+        table.add_row(r.problem.label(), config, fmt(t.ms), fmt(t.tflops, 1), spread, fmt(k.tflops, 1),
+                      f"{r.speedup:.2f}x" if r.speedup else "-", fmt(k.max_abs_diff), verdict)
+    console.print(table)
+
+
+def write_csv(path: str, results: list[BenchResult]) -> None:
+    rows = [r.table_row() for r in results]
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+
+
+def bench(
+    size: SizeOpt = None,
+    m: MOpt = None,
+    n: NOpt = None,
+    k: KOpt = None,
+    dtype: DtypeOpt = None,
+    activation: ActivationOpt = None,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Add a bias vector (in torch too).")] = False,
+    config: ConfigOpt = None,
+    best: BestOpt = None,
+    json_out: JsonOpt = False,
+    csv_path: Annotated[str | None, typer.Option("--csv", help="Also write this run's table to a CSV file.")] = None,
+    history: HistoryOpt = None,
+    interpret: InterpretOpt = False,
+    repeat: RepeatOpt = None,
+) -> None:
+    """Time the Triton kernel against torch.matmul (cuBLAS) on each problem, in one run.
+
+    With --bias or --activation the torch side adds the bias (addmm) and applies the
+    activation, so both compute the same function. Every measurement, torch and Triton,
+    is appended to the history.
+    """
+    with user_errors():
+        sizes = problem_sizes(size, m, n, k)
+        check_repeat(repeat)
+        if config and best:
+            fail("give either --config or --best, not both")
+        problems = measured_problems(sizes, dtype, activation, bias, interpret, gpu_sizes=GPU_SIZES,
+                                     interpreter_sizes=INTERPRETER_SIZES, activations=["none"])
+        fixed = KernelConfig.from_json(config) if config else None
+        configs = [_config_for(p, fixed, best) for p in problems]
+        store = history_store(history)
+    run_id = new_run_id()
+
+    def record(result: BenchResult) -> None:
+        append_history(store, [trial_row("bench", result.torch, run_id, "torch"),
+                               trial_row("bench", result.triton, run_id, result.source)])
+
+    timer, how = trial_timer(repeat)
+    results = run_bench(problems, configs, timer=timer, on_result=record)
+    if csv_path:
+        try:
+            write_csv(csv_path, results)
+        except OSError as exc:
+            fail(f"cannot write --csv {csv_path}: {exc.strerror}")
+    if json_out:
+        print_json([r.to_dict() for r in results])
+    else:
+        render(results, how)
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _config_for(problem: Problem, fixed: KernelConfig | None, best: str | None) -> tuple[KernelConfig | None, str]:
+    if fixed is not None:
+        return fixed, "config"
+    if best:
+        found = best_config_for(best, problem)
+        if found is not None:
+            return found, "best"
+        warn(f"no config in {best} for {problem.label()}; using the default config")
+    return None, "default"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="bench")(bench)

@@ -1,0 +1,177 @@
+"""`autokernel fuse-bench`: matmul + bias + activation, fused and unfused, side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from autokernel import runtime
+from autokernel.cli._common import (
+    EXIT_FAILED,
+    ActivationOpt,
+    BestOpt,
+    DtypeOpt,
+    HistoryOpt,
+    InterpretOpt,
+    JsonOpt,
+    KOpt,
+    MOpt,
+    NOpt,
+    RepeatOpt,
+    SizeOpt,
+    append_history,
+    best_config_for,
+    check_repeat,
+    console,
+    fmt,
+    history_store,
+    measured_problems,
+    print_json,
+    problem_sizes,
+    trial_row,
+    trial_timer,
+    user_errors,
+    warn,
+)
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial, cublaslt_activations, evaluate, evaluate_torch
+from autokernel.history import new_run_id
+from autokernel.problem import Problem
+from autokernel.timing import gbps, time_fn
+
+GPU_SIZE = 4096
+INTERPRETER_SIZE = 64
+DEFAULT_ACTIVATIONS = ["relu", "gelu_tanh", "leaky_relu"]
+
+
+@dataclass
+class FuseRow:
+    """One implementation of one problem.
+
+    ``name``: "eager" (addmm or matmul, then the activation as its own kernel),
+    "cublaslt" (torch._addmm_activation), "max-autotune" (torch.compile), "default" or
+    "tuned" (the Triton kernel with that config). ``extra_bytes``: device-memory traffic
+    beyond the fused minimum — each unfused epilogue op writes the M×N intermediate and
+    reads it back, 2·M·N·elem bytes; None where we cannot know (torch.compile picks its
+    kernels while autotuning, possibly cuBLAS plus a separate pointwise kernel).
+    """
+
+    name: str
+    trial: Trial
+    extra_bytes: int | None
+    speedup: float | None = None
+
+    @property
+    def gbps(self) -> float | None:
+        """Effective bandwidth: the problem's fewest bytes over the time."""
+        return gbps(self.trial.problem.bytes, self.trial.ms)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **self.trial.to_dict(), "gbps": self.gbps,
+                "speedup_vs_eager": self.speedup, "extra_bytes": self.extra_bytes}
+
+
+def unfused_bytes(problem: Problem) -> int:
+    """Extra bytes of the eager path: the activation's own pass over C (the bias rides in addmm)."""
+    ops = int(problem.activation != "none")
+    return 2 * problem.m * problem.n * problem.torch_dtype.itemsize * ops
+
+
+def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | None, timer=time_fn) -> list[FuseRow]:
+    """Every implementation of ``problem`` in one run; speedups are against eager."""
+    rows = [FuseRow("eager", evaluate_torch(problem, "torch", timer=timer), unfused_bytes(problem))]
+    if problem.bias and problem.activation in cublaslt_activations():
+        rows.append(FuseRow("cublaslt", evaluate_torch(problem, "cublaslt", timer=timer), 0))
+    if compile_:
+        rows.append(FuseRow("max-autotune", evaluate_torch(problem, "torch_compile", timer=timer), None))
+    rows.append(FuseRow("default", evaluate(problem, None, timer=timer), 0))
+    if tuned is not None:
+        rows.append(FuseRow("tuned", evaluate(problem, tuned, timer=timer), 0))
+    eager_ms = rows[0].trial.ms
+    for row in rows:
+        if eager_ms is not None and row.trial.ms:
+            row.speedup = eager_ms / row.trial.ms
+    return rows
+
+
+def _label(row: FuseRow) -> str:
+    kind = {"eager": "torch eager", "cublaslt": "cuBLASLt epilogue", "max-autotune": "torch.compile max-autotune"}
+    if row.name in kind:
+        return kind[row.name]
+    return f"triton {row.name} ({row.trial.config.short()})"
+
+
+def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> None:
+    where = "triton interpreter (CPU), not comparable with GPU timings" if runtime.INTERPRETER else runtime.device_name()
+    table = Table(title=f"autokernel fuse-bench · {where} · {timer_desc} · speedup vs eager")
+    for name, justify in [("problem", "left"), ("implementation", "left"), ("ms", "right"), ("TFLOP/s", "right"),
+                          ("GB/s", "right"), ("speedup", "right"), ("extra MB", "right"), ("max |Δ|", "right"),
+                          ("result", "left")]:
+        table.add_column(name, justify=justify)
+    for problem, rows in results:
+        for i, row in enumerate(rows):
+            t = row.trial
+            verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {t.error or ''}"
+            table.add_row(problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
+                          fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-",
+                          fmt(None if row.extra_bytes is None else row.extra_bytes / 1e6, 1), fmt(t.max_abs_diff),
+                          verdict)
+        table.add_section()
+    console.print(table)
+    console.print("extra MB: bytes the unfused path writes and re-reads for its separate activation pass "
+                  "(2·M·N·elem); GB/s: the problem's fewest bytes over the time.")
+
+
+def fuse_bench(
+    size: SizeOpt = None,
+    m: MOpt = None,
+    n: NOpt = None,
+    k: KOpt = None,
+    dtype: DtypeOpt = None,
+    activation: ActivationOpt = None,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Add a bias vector (default: on).")] = True,
+    compile_: Annotated[
+        bool, typer.Option("--compile", help="Also time torch.compile max-autotune, without CUDA graphs (slow to compile).")
+    ] = False,
+    best: BestOpt = None,
+    json_out: JsonOpt = False,
+    history: HistoryOpt = None,
+    interpret: InterpretOpt = False,
+    repeat: RepeatOpt = None,
+) -> None:
+    """Fused matmul + bias + activation: torch eager, cuBLASLt's epilogue, torch.compile and Triton.
+
+    Default: 4096³ float16 with bias, for relu, gelu_tanh and leaky_relu (64³ under
+    --interpret). Every measurement is appended to the history.
+    """
+    with user_errors():
+        sizes = problem_sizes(size, m, n, k)
+        check_repeat(repeat)
+        problems = measured_problems(sizes, dtype, activation, bias, interpret, gpu_sizes=[GPU_SIZE],
+                                     interpreter_sizes=[INTERPRETER_SIZE], activations=DEFAULT_ACTIVATIONS)
+        tuned = {p: best_config_for(best, p) if best else None for p in problems}
+        store = history_store(history)
+    for p, cfg in tuned.items():
+        if best and cfg is None:
+            warn(f"no config in {best} for {p.label()}; showing the default config only")
+    run_id = new_run_id()
+    timer, how = trial_timer(repeat)
+
+    results = []
+    for problem in problems:
+        rows = run_fuse_bench(problem, compile_=compile_, tuned=tuned[problem], timer=timer)
+        append_history(store, [trial_row("fuse-bench", r.trial, run_id, r.name) for r in rows])
+        results.append((problem, rows))
+    if json_out:
+        print_json([row.to_dict() for _, rows in results for row in rows])
+    else:
+        render(results, how)
+    if not all(r.trial.ok for _, rows in results for r in rows):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="fuse-bench")(fuse_bench)

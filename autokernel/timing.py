@@ -1,0 +1,165 @@
+"""The one timer: GPU event timing (median, L2 flushed, inputs rotated) and the interpreter fallback.
+
+On a CUDA device every timed call is preceded by a write over a buffer larger than L2,
+so each repeat starts with a cold cache, and the caller's input sets are cycled so that
+consecutive calls also read different memory. Under Triton's interpreter the kernels run
+as Python on the CPU: a few wall-clock repeats, labelled ``timing="interpreter"`` so they
+are never compared with GPU timings.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from autokernel import runtime
+
+GPU = "gpu"
+INTERPRETER = "interpreter"
+
+_FLUSH_BYTES = 256 * 1024 * 1024  # several times any current L2 (50 MB on H100)
+_MIN_REPS = 10  # enough for the p20/p80 to mean something
+_MAX_REPS = 1000
+_INTERPRETER_REPS = 3
+_MAX_INPUT_SETS = 8
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed function: median and the 20th/80th percentiles, in milliseconds.
+
+    ``timing`` says how it was measured: "gpu" (CUDA events) or "interpreter" (CPU wall
+    clock under Triton's interpreter); ``n`` is the number of timed calls.
+    """
+
+    ms: float
+    p20: float
+    p80: float
+    timing: str
+    n: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def timing_label() -> str:
+    """How timings are taken in this process: "gpu" or "interpreter"."""
+    return INTERPRETER if runtime.INTERPRETER else GPU
+
+
+def _quantile(sorted_ms: list[float], q: float) -> float:
+    pos = q * (len(sorted_ms) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_ms) - 1)
+    return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
+
+
+def _summary(samples_ms: list[float], label: str) -> Timing:
+    s = sorted(samples_ms)
+    return Timing(ms=_quantile(s, 0.5), p20=_quantile(s, 0.2), p80=_quantile(s, 0.8), timing=label, n=len(s))
+
+
+def input_set_count(bytes_per_set: int, cache_bytes: int | None = None) -> int:
+    """How many input sets to rotate so that together they overflow the L2 cache twice.
+
+    One set when a set is already larger than L2 (or under the interpreter), at most 8.
+    """
+    if runtime.INTERPRETER:
+        return 1
+    if cache_bytes is None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        cache_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024)
+    if bytes_per_set >= cache_bytes:
+        return 1
+    return min(_MAX_INPUT_SETS, math.ceil(2 * cache_bytes / max(bytes_per_set, 1)))
+
+
+def make_input_sets(factory: Callable[[int], Sequence[Any]], bytes_per_set: int) -> list[Sequence[Any]]:
+    """Call ``factory(i)`` for as many sets as :func:`input_set_count` asks; pass the result as ``rotate``."""
+    return [factory(i) for i in range(input_set_count(bytes_per_set))]
+
+
+def time_fn(
+    fn: Callable[..., Any],
+    *,
+    warmup_ms: float = 25.0,
+    rep_ms: float = 100.0,
+    rotate: Sequence[Sequence[Any]] | None = None,
+    reps: int | None = None,
+) -> Timing:
+    """Time ``fn``: called as ``fn()``, or as ``fn(*args)`` with ``args`` cycling over ``rotate``.
+
+    On the GPU: warm-up for about ``warmup_ms``, then about ``rep_ms`` of timed calls (at
+    least 10, at most 1000; exactly ``reps`` when given), each alone between two CUDA
+    events after an L2 flush. Under the interpreter: one warm-up call (it compiles),
+    then ``reps`` (default 3) wall-clock calls. Exceptions from ``fn`` propagate.
+    """
+    arg_sets: Sequence[Sequence[Any]] = rotate if rotate else [()]
+    if reps is not None and reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    if runtime.INTERPRETER:
+        return _time_interpreter(fn, arg_sets, reps or _INTERPRETER_REPS)
+    return _time_gpu(fn, arg_sets, warmup_ms, rep_ms, reps)
+
+
+def _time_interpreter(fn, arg_sets, reps: int) -> Timing:
+    fn(*arg_sets[0])
+    samples = []
+    for i in range(reps):
+        args = arg_sets[i % len(arg_sets)]
+        start = time.perf_counter()
+        fn(*args)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return _summary(samples, INTERPRETER)
+
+
+def _time_gpu(fn, arg_sets, warmup_ms: float, rep_ms: float, reps: int | None) -> Timing:
+    flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    n_sets = len(arg_sets)
+
+    # Estimate one call's time (compilation and handle creation happen in the first call).
+    fn(*arg_sets[0])
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(5):
+        flush.zero_()
+        fn(*arg_sets[i % n_sets])
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
+
+    n_warmup = max(1, int(warmup_ms / estimate_ms))
+    n_rep = reps if reps is not None else min(_MAX_REPS, max(_MIN_REPS, int(rep_ms / estimate_ms)))
+    for i in range(n_warmup):
+        fn(*arg_sets[i % n_sets])
+
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for i in range(n_rep):
+        flush.zero_()
+        starts[i].record()
+        fn(*arg_sets[i % n_sets])
+        ends[i].record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    del flush
+    return _summary(samples, GPU)
+
+
+def tflops(flops: int, ms: float | None) -> float | None:
+    """TFLOP/s from a FLOP count and a time in milliseconds."""
+    if ms is None or ms <= 0:
+        return None
+    return flops / (ms * 1e-3) / 1e12
+
+
+def gbps(nbytes: int, ms: float | None) -> float | None:
+    """GB/s (1e9 bytes) from a byte count and a time in milliseconds."""
+    if ms is None or ms <= 0:
+        return None
+    return nbytes / (ms * 1e-3) / 1e9

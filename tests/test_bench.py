@@ -1,0 +1,113 @@
+"""`autokernel bench` on the CPU: --interpret runs, JSON, CSV and history rows, refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autokernel import runtime
+from autokernel.cli import app
+from autokernel.history import History
+
+pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
+
+runner = CliRunner()
+TRIAL_KEYS = {"problem", "config", "status", "kernel", "ms", "p20", "p80", "tflops", "rel_error", "max_abs_diff",
+              "timing", "error"}
+
+
+@pytest.fixture
+def hist(tmp_path, monkeypatch):
+    path = tmp_path / "history.csv"
+    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(path))
+    return path
+
+
+def one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_interpret_json_and_history(hist, tmp_path):
+    table = tmp_path / "run.csv"
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "-s", "24", "--repeat", "2",
+                                 "--csv", str(table)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [r["problem"]["m"] for r in out] == [16, 24]
+    for r in out:
+        assert {"problem", "config", "config_source", "torch", "triton", "speedup"} <= set(r)
+        assert TRIAL_KEYS <= set(r["triton"]) and TRIAL_KEYS <= set(r["torch"])
+        assert r["triton"]["status"] == "success" and r["torch"]["status"] == "success"
+        assert r["triton"]["timing"] == "interpreter" and r["config_source"] == "default"
+        assert r["speedup"] == pytest.approx(r["torch"]["ms"] / r["triton"]["ms"])
+    df = History(hist).read()
+    assert len(df) == 4
+    assert list(df["kernel"]) == ["torch", "triton", "torch", "triton"]
+    assert set(df["command"]) == {"bench"} and set(df["timing"]) == {"interpreter"} and df["ms"].notna().all()
+    assert df["run_id"].nunique() == 1
+    rows = list(csv.DictReader(table.open()))
+    assert [int(r["M"]) for r in rows] == [16, 24] and rows[0]["timing"] == "interpreter"
+
+
+def test_bias_activation_and_config(hist):
+    cfg = '{"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}'
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "--m", "20", "--n", "36", "--k", "12", "--bias",
+                                 "-a", "gelu_tanh", "-d", "bf16", "--config", cfg, "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    (r,) = json.loads(result.stdout)
+    assert r["problem"] == {"m": 20, "n": 36, "k": 12, "dtype": "bfloat16", "activation": "gelu_tanh", "bias": True,
+                            "layout": "nn"}
+    assert r["config"]["block_m"] == 16 and r["config_source"] == "config"
+    assert r["torch"]["rel_error"] < 1e-2 and r["triton"]["rel_error"] < 1e-2
+
+
+def test_best_file(hist, tmp_path):
+    best = tmp_path / "best.json"
+    entry = {"m": 16, "n": 16, "k": 16, "dtype": "float16", "activation": "none", "bias": False,
+             "config": {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}}
+    best.write_text(json.dumps([entry]))
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "-s", "32", "--best", str(best),
+                                 "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [r["config_source"] for r in out] == ["best", "default"]
+    assert "no config in" in result.stderr
+    assert list(History(hist).read()["name"]) == ["torch", "best", "torch", "default"]
+
+
+def test_refuses_without_interpret_on_cpu(hist):
+    result = runner.invoke(app, ["bench", "-s", "16"])
+    assert result.exit_code == 2
+    assert "--interpret" in one_error_line(result)
+    assert not hist.exists()
+
+
+def test_interpret_needs_the_interpreter(hist, monkeypatch):
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    result = runner.invoke(app, ["bench", "--interpret", "-s", "16"])
+    assert result.exit_code == 2 and "TRITON_INTERPRET" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["-s", "-4"], "--size"),
+        (["-s", "16", "--dtype", "int8"], "dtype"),
+        (["-s", "16", "--activation", "swish"], "activation"),
+        (["-s", "16", "--repeat", "0"], "--repeat"),
+        (["-s", "16", "--config", '{"block_m": 17}'], "block_m"),
+        (["-s", "16", "--m", "4"], "--size"),
+    ],
+)
+def test_bad_input_is_one_line_and_no_history(hist, args, needle):
+    result = runner.invoke(app, ["bench", "--interpret", "--json", *args])
+    assert result.exit_code != 0
+    assert needle in one_error_line(result)
+    assert result.stdout == ""
+    assert not hist.exists()
