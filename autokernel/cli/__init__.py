@@ -33,9 +33,14 @@ def _root(
 
 
 def _register() -> None:
-    from autokernel.cli import validate
+    from autokernel.cli import bench, fuse_bench, validate
+    from autokernel.cli import history, roofline
 
     validate.register(app)
+    bench.register(app)
+    fuse_bench.register(app)
+    history.register(app)
+    roofline.register(app)
 
 
 _register()

@@ -1,0 +1,291 @@
+"""Roofline analysis of one GEMM: the datasheet (or measured) ceilings of a GPU, and where
+a measured time sits under them.
+
+Units throughout: FLOP counts and bytes as plain integers, arithmetic intensity in
+FLOP/byte, bandwidth in GB/s (10^9 bytes/s), throughput in TFLOP/s (10^12 FLOP/s), times
+in milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from autokernel.problem import Problem
+from autokernel.timing import gbps, tflops, time_fn
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Datasheet peaks of one GPU, dense (no 2:4 sparsity), tensor cores accumulating in fp32.
+
+    fp16_tflops: fp16 and bf16 tensor-core peak. tf32_tflops: tf32 tensor-core peak (what
+    a float32 ``tl.dot`` uses). fp32_tflops: non-tensor fp32 FMA peak. fp8_tflops: None
+    where the GPU has no fp8 tensor cores. bandwidth_gbs: DRAM bandwidth in GB/s.
+    patterns: regular expressions that recognise ``torch.cuda.get_device_name()``;
+    aliases: short names accepted by :func:`lookup_gpu`.
+    """
+
+    name: str
+    fp16_tflops: float
+    tf32_tflops: float
+    fp32_tflops: float
+    fp8_tflops: float | None
+    bandwidth_gbs: float
+    patterns: tuple[str, ...] = field(repr=False)
+    aliases: tuple[str, ...] = field(default=(), repr=False)
+    note: str = ""
+
+    def compute_tflops(self, dtype: str) -> float:
+        """The compute ceiling for a GEMM on ``dtype`` inputs, in TFLOP/s."""
+        return self.tf32_tflops if dtype == "float32" else self.fp16_tflops
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        del d["patterns"], d["aliases"]
+        return d
+
+
+# Hopper and Ada datasheets quote sparse peaks; the dense figure is half of it.
+GPUS: tuple[GpuSpec, ...] = (
+    GpuSpec("A100 SXM4 80GB", 312.0, 156.0, 19.5, None, 2039.0,
+            (r"\ba100.*sxm.*80",), ("a100", "a100 sxm", "a100 sxm4", "a100 80gb"),
+            "80 GB HBM2e"),
+    GpuSpec("A100 SXM4 40GB", 312.0, 156.0, 19.5, None, 1555.0,
+            (r"\ba100.*sxm.*40",), ("a100 40gb", "a100 sxm 40gb"), "40 GB HBM2"),
+    GpuSpec("A100 PCIe 80GB", 312.0, 156.0, 19.5, None, 1935.0,
+            (r"\ba100.*80gb.*pcie", r"\ba100.*pcie.*80"), ("a100 pcie", "a100 pcie 80gb"),
+            "80 GB HBM2e"),
+    GpuSpec("A100 PCIe 40GB", 312.0, 156.0, 19.5, None, 1555.0,
+            (r"\ba100.*pcie.*40", r"\ba100.*40gb.*pcie"), ("a100 pcie 40gb",), "40 GB HBM2"),
+    GpuSpec("H100 SXM5", 989.5, 494.5, 67.0, 1979.0, 3350.0,
+            (r"\bh100.*sxm", r"\bh100.*hbm3"), ("h100", "h100 sxm", "h100 sxm5"),
+            "80 GB HBM3"),
+    GpuSpec("H100 PCIe", 756.5, 378.0, 51.0, 1513.0, 2000.0,
+            (r"\bh100.*pcie",), ("h100 pcie",), "80 GB HBM2e"),
+    GpuSpec("H100 NVL", 835.5, 417.5, 60.0, 1670.5, 3900.0,
+            (r"\bh100.*nvl",), ("h100 nvl",), "94 GB HBM3"),
+    GpuSpec("H200 SXM", 989.5, 494.5, 67.0, 1979.0, 4800.0,
+            (r"\bh200\b(?!.*nvl)",), ("h200", "h200 sxm"), "141 GB HBM3e"),
+    GpuSpec("H200 NVL", 835.5, 417.5, 60.0, 1670.5, 4800.0,
+            (r"\bh200.*nvl",), ("h200 nvl",), "141 GB HBM3e"),
+    GpuSpec("L40S", 362.05, 183.0, 91.6, 733.0, 864.0,
+            (r"\bl40s\b",), ("l40s",), "48 GB GDDR6"),
+    GpuSpec("RTX 4090", 165.2, 82.6, 82.6, 330.3, 1008.0,
+            (r"\b4090\b(?! d\b)",), ("4090", "rtx 4090", "geforce rtx 4090"),
+            "fp32-accumulate peaks"),
+)
+
+
+def _normalize(name: str) -> str:
+    text = re.sub(r"[-_\s]+", " ", name.lower()).strip()
+    return text.removeprefix("nvidia ").strip()
+
+
+def detect_gpu(device_name: str | None = None) -> GpuSpec | None:
+    """The table entry for a ``torch.cuda.get_device_name()`` string (default: this GPU).
+
+    None when there is no GPU here or the name matches no entry.
+    """
+    if device_name is None:
+        if not torch.cuda.is_available():
+            return None
+        device_name = torch.cuda.get_device_name()
+    text = _normalize(device_name)
+    for spec in GPUS:
+        if any(re.search(p, text) for p in spec.patterns):
+            return spec
+    return None
+
+
+def lookup_gpu(name: str) -> GpuSpec:
+    """A table entry by name, short alias ("A100", "H100 PCIe") or full device name.
+
+    Raises ValueError naming the known GPUs when nothing matches.
+    """
+    text = _normalize(name)
+    for spec in GPUS:
+        if text == _normalize(spec.name) or text in spec.aliases:
+            return spec
+    spec = detect_gpu(name) if text else None
+    if spec is None:
+        known = ", ".join(s.name for s in GPUS)
+        raise ValueError(f"unknown GPU {name!r}; known: {known}")
+    return spec
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    """Where one problem sits under one GPU's roofline.
+
+    flops: 2*M*N*K. bytes: A and B (and bias) read once, C written once. FLOP/B for the
+    intensity and the ridge point; TFLOP/s for the bounds; efficiency = achieved / roofline
+    (None without a time).
+    """
+
+    problem: Problem
+    gpu: str
+    bandwidth_gbs: float
+    flops: int
+    bytes: int
+    arithmetic_intensity: float
+    memory_bound_tflops: float
+    compute_bound_tflops: float
+    roofline_tflops: float
+    ridge_point: float
+    bound: str
+    ms: float | None
+    achieved_tflops: float | None
+    efficiency: float | None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["problem"] = self.problem.to_dict()
+        return d
+
+
+def analyze(problem: Problem | tuple, gpu: GpuSpec | str, ms: float | None = None) -> RooflineResult:
+    """The roofline of ``problem`` (a Problem, or (M, N, K[, dtype]) with float16 by default)
+    on ``gpu`` (a GpuSpec or a name for :func:`lookup_gpu`), with ``ms`` the measured time in ms."""
+    if not isinstance(problem, Problem):
+        problem = Problem(*problem)
+    spec = lookup_gpu(gpu) if isinstance(gpu, str) else gpu
+    if min(problem.m, problem.n, problem.k) <= 0:
+        raise ValueError(f"a roofline needs M, N and K > 0, got {problem.m}x{problem.n}x{problem.k}")
+    if ms is not None and ms <= 0:
+        raise ValueError(f"the time must be > 0 ms, got {ms}")
+    flops, nbytes = problem.flops, problem.bytes
+    intensity = flops / nbytes
+    memory_bound = spec.bandwidth_gbs * 1e9 * intensity / 1e12
+    compute_bound = spec.compute_tflops(problem.dtype)
+    roof = min(memory_bound, compute_bound)
+    achieved = tflops(flops, ms)
+    return RooflineResult(
+        problem=problem,
+        gpu=spec.name,
+        bandwidth_gbs=spec.bandwidth_gbs,
+        flops=flops,
+        bytes=nbytes,
+        arithmetic_intensity=intensity,
+        memory_bound_tflops=memory_bound,
+        compute_bound_tflops=compute_bound,
+        roofline_tflops=roof,
+        ridge_point=compute_bound * 1e12 / (spec.bandwidth_gbs * 1e9),
+        bound="memory" if memory_bound < compute_bound else "compute",
+        ms=ms,
+        achieved_tflops=achieved,
+        efficiency=None if achieved is None else achieved / roof,
+    )
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured on this GPU: copy bandwidth in GB/s (bytes read + bytes written) and the
+    cuBLAS GEMM throughput in TFLOP/s for ``dtype``."""
+
+    device: str
+    bandwidth_gbs: float
+    gemm_tflops: float
+    dtype: str
+    gemm_size: int
+    copy_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def apply(self, spec: GpuSpec) -> GpuSpec:
+        """``spec`` with its bandwidth and fp16/bf16 peak replaced by these measurements."""
+        return replace(spec, name=f"{spec.name} (measured)", bandwidth_gbs=self.bandwidth_gbs,
+                       fp16_tflops=self.gemm_tflops)
+
+
+def measure_ceilings(dtype: str = "float16", gemm_size: int = 8192, copy_bytes: int = 1 << 30,
+                     reps: int = 20) -> Ceilings:
+    """Measure the achievable ceilings of this GPU.
+
+    A ``copy_bytes`` device-to-device copy (GB/s counts the read and the write) and a
+    ``gemm_size``^3 cuBLAS GEMM on random fp16/bf16 data, each the median of ``reps``
+    CUDA-event timings after warm-up. Raises RuntimeError when no CUDA GPU is available.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("measuring ceilings needs a CUDA GPU and none is available here")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"measured GEMM ceilings are for float16 or bfloat16, got {dtype!r}")
+    src = torch.randint(0, 256, (copy_bytes,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_ms = time_fn(lambda: dst.copy_(src), reps=reps).ms
+    del src, dst
+
+    torch_dtype = getattr(torch, dtype)
+    a = torch.randn(gemm_size, gemm_size, device="cuda", dtype=torch_dtype)
+    b = torch.randn(gemm_size, gemm_size, device="cuda", dtype=torch_dtype)
+    gemm_ms = time_fn(lambda: torch.mm(a, b), reps=reps).ms
+    return Ceilings(
+        device=torch.cuda.get_device_name(),
+        bandwidth_gbs=gbps(2 * copy_bytes, copy_ms),
+        gemm_tflops=tflops(2 * gemm_size**3, gemm_ms),
+        dtype=dtype,
+        gemm_size=gemm_size,
+        copy_bytes=copy_bytes,
+    )
+
+
+def plot_roofline(
+    results: RooflineResult | Sequence[RooflineResult],
+    gpu: GpuSpec,
+    path: str | Path,
+    trials: Sequence[tuple[float, float]] | None = None,
+) -> Path:
+    """Write a log-log roofline of ``gpu`` to ``path`` (format from the suffix, e.g. .png).
+
+    The memory roof (bandwidth x intensity) meets each compute roof at its ridge point,
+    which is marked; each result is a labelled point at (FLOP/B, achieved TFLOP/s) when it
+    has a time, and ``trials`` are extra (FLOP/B, TFLOP/s) points, e.g. the history's
+    trials of those problems.
+    """
+    from matplotlib.figure import Figure
+
+    results = [results] if isinstance(results, RooflineResult) else list(results)
+    peaks = sorted({r.compute_bound_tflops for r in results} or {gpu.fp16_tflops})
+    ridges = [p * 1e3 / gpu.bandwidth_gbs for p in peaks]
+    xs = [r.arithmetic_intensity for r in results] + [x for x, _ in trials or []] + ridges
+    x_lo, x_hi = min(xs) / 8, max(xs) * 8
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for peak, ridge in zip(peaks, ridges):
+        ax.plot([x_lo, ridge, x_hi], [gpu.bandwidth_gbs * x_lo / 1e3, peak, peak], color="tab:blue")
+        ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"ridge {ridge:.0f} FLOP/B, {peak:g} TFLOP/s", (ridge, peak),
+                    textcoords="offset points", xytext=(4, 6), fontsize=8)
+    if trials:
+        ax.scatter([x for x, _ in trials], [y for _, y in trials], s=10, color="grey", alpha=0.5,
+                   label="history trials")
+    for r in results:
+        if r.achieved_tflops is not None:
+            ax.scatter([r.arithmetic_intensity], [r.achieved_tflops], marker="*", s=120, zorder=3,
+                       label=f"{r.problem.label()}: {r.achieved_tflops:.1f} TFLOP/s ({r.efficiency:.0%})")
+        else:
+            ax.scatter([r.arithmetic_intensity], [r.roofline_tflops], marker="o", facecolors="none",
+                       edgecolors="black", zorder=3, label=f"{r.problem.label()} (no time)")
+    ys = [gpu.bandwidth_gbs * x_lo / 1e3] + [y for _, y in trials or []]
+    ys += [r.achieved_tflops for r in results if r.achieved_tflops is not None]
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(min(ys) / 2, max(peaks) * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"Roofline · {gpu.name} · {gpu.bandwidth_gbs:g} GB/s")
+    ax.grid(True, which="both", linewidth=0.3)
+    if results or trials:
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out

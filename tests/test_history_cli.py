@@ -1,0 +1,86 @@
+"""`autokernel history`: last rows, best per problem, filters, JSON, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from autokernel.cli._common import console
+from autokernel.config import KernelConfig
+from autokernel.history import History, make_row
+from autokernel.problem import Problem
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def hist(tmp_path, monkeypatch):
+    path = tmp_path / "history.csv"
+    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(path))
+    rows = [make_row("tune", Problem(64, 64, 64), KernelConfig(block_m=64), status="success", run_id="r",
+                     strategy="grid", generation=i, ms=ms, timing="gpu", device="NVIDIA H100 80GB HBM3")
+            for i, ms in enumerate([0.3, 0.1, 0.2])]
+    rows.append(make_row("bench", Problem(32, 32, 32), status="compile_error", run_id="r2", timing="gpu",
+                         device="NVIDIA H100 80GB HBM3", error="out of shared memory"))
+    History(path).append_many(rows)
+    return path
+
+
+def test_table_shows_rows(hist, monkeypatch) -> None:
+    monkeypatch.setattr(console, "width", 200)  # the console is built once, at import
+    result = runner.invoke(app, ["history"])
+    assert result.exit_code == 0, result.output
+    assert "last 4 rows" in result.stdout
+    assert "64x64x64 float16" in result.stdout and "32x32x32 float16" in result.stdout
+    assert "64x128x64 g8 w8 s3" in result.stdout
+    assert "compile_error" in result.stdout and "out of shared memory" in result.stdout
+    assert "tune/grid" in result.stdout
+
+
+def test_last_n_json(hist) -> None:
+    result = runner.invoke(app, ["history", "-n", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["status"] for r in rows] == ["success", "compile_error"]
+    assert rows[0]["ms"] == 0.2 and rows[0]["config"]["block_m"] == 64 and rows[1]["config"] is None
+
+
+def test_best_and_filters(hist) -> None:
+    result = runner.invoke(app, ["history", "--best", "--json"])
+    assert result.exit_code == 0, result.output
+    (best,) = json.loads(result.stdout)
+    assert (best["M"], best["ms"], best["generation"]) == (64, 0.1, 1)
+
+    result = runner.invoke(app, ["history", "--command", "bench", "--status", "compile_error", "--json"])
+    assert [r["M"] for r in json.loads(result.stdout)] == [32]
+    result = runner.invoke(app, ["history", "--command", "nope"])
+    assert result.exit_code == 0 and "no matching rows" in result.stdout
+
+
+def test_explicit_path_and_missing_file(hist, tmp_path) -> None:
+    result = runner.invoke(app, ["history", "--history", str(tmp_path / "other.csv"), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert not (tmp_path / "other.csv").exists()
+
+
+def test_torn_row_is_one_warning_line(hist) -> None:
+    with open(hist, "a") as f:
+        f.write("2024-01-01T00:00:00,torn")
+    result = runner.invoke(app, ["history", "--json"])
+    assert result.exit_code == 0
+    assert len(json.loads(result.stdout)) == 4
+    assert result.stderr.strip().splitlines() == [f"warning: skipped 1 malformed row(s) in {hist}: line(s) 6"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--status", "ok"], "unknown --status 'ok'"), (["--last", "-1"], "--last must be >= 0")],
+)
+def test_bad_options_exit_2(hist, args, message) -> None:
+    result = runner.invoke(app, ["history", *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
