@@ -1,5 +1,7 @@
 """GPU: time a handful of KernelConfigs against torch.matmul (cuBLAS) at several shapes,
 to choose default_config. Run on the device: source scripts/device_env.sh; python3 scripts/sweep_default.py"""
+import sys
+
 import torch
 import triton.testing as tt
 
@@ -19,17 +21,21 @@ CANDIDATES = [
     KernelConfig(block_m=32, block_n=128, block_k=128, group_m=8, num_warps=4, num_stages=4),
     KernelConfig(block_m=64, block_n=64, block_k=128, group_m=8, num_warps=4, num_stages=4),
 ]
-SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 11008, 4096),
-          (16, 4096, 4096), (128, 11008, 4096), (64, 4096, 14336)]
+SHAPES = [(2048, 2048, 2048, "nn"), (2048, 2048, 2048, "nt"), (4096, 4096, 4096, "nn"),
+          (4096, 4096, 4096, "nt"), (8192, 8192, 8192, "nn"), (8192, 8192, 8192, "nt"),
+          (4096, 11008, 4096, "nt"), (16, 4096, 4096, "nt"), (128, 11008, 4096, "nt"), (64, 4096, 14336, "nt")]
 
-for dtype in (torch.float16, torch.bfloat16):
-    for m, n, k in SHAPES:
+ONLY = sys.argv[1:]  # layouts to run, e.g. "nt"; all when empty
+for dtype in (torch.float16,):
+    for m, n, k, layout in SHAPES:
+        if ONLY and layout not in ONLY:
+            continue
         a = torch.randn(m, k, device="cuda", dtype=dtype) / k**0.5
-        w = torch.randn(n, k, device="cuda", dtype=dtype)
-        b = w.t()
+        # "nt": B is an nn.Linear weight [N, K] read transposed; "nn": B is row-major [K, N].
+        b = torch.randn(n, k, device="cuda", dtype=dtype).t() if layout == "nt" else torch.randn(k, n, device="cuda", dtype=dtype)
         flops = 2 * m * n * k
         ref = tt.do_bench(lambda: torch.matmul(a, b), return_mode="median")
-        row = [f"{m}x{n}x{k} {str(dtype)[6:]}", f"cublas {flops / ref / 1e9:.0f}"]
+        row = [f"{m}x{n}x{k} {layout} {str(dtype)[6:]}", f"cublas {flops / ref / 1e9:.0f}"]
         dflt = ak.default_config(m, n, k, dtype)
         best = None
         for cfg in CANDIDATES + [dflt]:
@@ -38,6 +44,7 @@ for dtype in (torch.float16, torch.bfloat16):
             except Exception as exc:  # out of resources etc.
                 continue
             tf = flops / ms / 1e9
+            row.append(f"{cfg.short().replace(' ', '')}={tf:.0f}")
             if best is None or tf > best[0]:
                 best = (tf, cfg.short())
             if cfg is dflt:
