@@ -95,10 +95,25 @@ def matmul(
     elif not isinstance(config, KernelConfig):
         raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
     config.check_fits(a.dtype)
+    _launch(a, b, out, bias, act, slope, config)
+    return out
+
+
+def _launch(a, b, out, bias, act: str, slope: float, config: KernelConfig) -> None:
+    """Run the config's variant: the TMA kernel where it was asked for (or "auto" on a
+    Hopper GPU) and the operands allow descriptors, else the grouped pointer kernel.
+    Under the interpreter only an explicit "tma" takes the TMA kernel."""
+    use_tma = config.variant == "tma" or (config.variant == "auto" and runtime.has_tma())
+    if use_tma and a.shape[1] > 0:
+        from autokernel.kernels.matmul_tma import launch_matmul_tma, tma_operands
+
+        operands = tma_operands(a, b, out)
+        if operands is not None:
+            launch_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER)
+            return
     from autokernel.kernels.matmul import launch_matmul
 
     launch_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER)
-    return out
 
 
 def linear(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -31,6 +31,9 @@ class KernelConfig(BaseModel):
     block_m / block_n / block_k: the tile of C computed by one program and the K step,
     powers of two in [16, 256]. group_m: how many tile-rows are walked together in the
     grouped (swizzled) order, for L2 reuse. num_warps, num_stages: Triton launch options.
+    variant: "grouped" (pointer loads, one program per tile: runs anywhere), "tma"
+    (Hopper: tensor descriptors and a persistent grid, falling back to "grouped" where an
+    operand can't have a descriptor or the GPU is older), or "auto" (tma where it can run).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -41,6 +44,7 @@ class KernelConfig(BaseModel):
     group_m: int = 8
     num_warps: int = 8
     num_stages: int = 3
+    variant: Literal["auto", "grouped", "tma"] = "auto"
 
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
@@ -83,9 +87,13 @@ class KernelConfig(BaseModel):
         return self
 
     def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
-        """Estimated shared memory: num_stages buffers of an A tile and a B tile."""
+        """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
+        the C tile the TMA store goes through when the variant may be tma."""
         elem = torch.empty((), dtype=dtype).element_size()
-        return self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
+        total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
+        if self.variant != "grouped":
+            total += self.block_m * self.block_n * elem
+        return total
 
     def check_fits(self, dtype: torch.dtype = torch.float16, limit: int | None = None) -> None:
         """Raise ConfigError if the shared-memory estimate exceeds the device limit.
@@ -105,10 +113,8 @@ class KernelConfig(BaseModel):
 
     def short(self) -> str:
         """A compact human label, e.g. 128x128x64 g8 w8 s3."""
-        return (
-            f"{self.block_m}x{self.block_n}x{self.block_k} "
-            f"g{self.group_m} w{self.num_warps} s{self.num_stages}"
-        )
+        label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
+        return label if self.variant == "auto" else f"{label} {self.variant}"
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -154,9 +160,11 @@ def _next_pow2(x: int) -> int:
 def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -> KernelConfig:
     """A sensible config for an M x N x K problem, before any tuning.
 
-    On the GPU: 128x256x64 tiles (8 warps, 3 stages) for large problems, narrower M
-    tiles and deeper K steps for skinny ones. Under the interpreter, the smallest tiles
-    that cover the problem, since each program costs Python time there.
+    From the H100 sweep in docs/kernel-notes.md: large problems take 128x256x64 tiles,
+    8 warps, 3 stages, on the TMA kernel where it can run ("auto"); skinny ones (M <= 256)
+    take narrower tiles on the grouped pointer kernel, which beat the persistent TMA
+    kernel there. Under the interpreter: the smallest tiles that cover the problem, since
+    each program costs Python time there.
     """
     if runtime.INTERPRETER:
         def fit(x: int, cap: int) -> int:
@@ -167,13 +175,11 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -
         return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=warps, num_stages=1)
     wide = dtype == torch.float32  # fp32 tiles take twice the shared memory
     if m <= 64:
-        bm = max(16, _next_pow2(m))
-        cfg = KernelConfig(block_m=bm, block_n=128 if not wide else 64, block_k=128 if not wide else 64,
-                           group_m=8, num_warps=4, num_stages=4)
-    elif m * n <= 1024 * 1024:
-        cfg = KernelConfig(block_m=128, block_n=128, block_k=64 if not wide else 32,
-                           group_m=8, num_warps=4, num_stages=4)
-    else:
-        cfg = KernelConfig(block_m=128, block_n=256 if not wide else 128, block_k=64 if not wide else 32,
-                           group_m=8, num_warps=8, num_stages=3)
-    return cfg
+        bm = min(64, max(16, _next_pow2(m)))
+        return KernelConfig(block_m=bm, block_n=64, block_k=64 if wide else 128,
+                            group_m=8, num_warps=4, num_stages=4, variant="grouped")
+    if m <= 256:
+        return KernelConfig(block_m=128, block_n=128, block_k=32 if wide else 64,
+                            group_m=8, num_warps=4, num_stages=4, variant="grouped")
+    return KernelConfig(block_m=128, block_n=128 if wide else 256, block_k=32 if wide else 64,
+                        group_m=8, num_warps=8, num_stages=3, variant="auto")

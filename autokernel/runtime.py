@@ -6,6 +6,7 @@ imported before anything imports triton. ``autokernel/__init__.py`` imports it f
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -44,6 +45,12 @@ def device_name() -> str:
     if INTERPRETER:
         return "cpu (triton interpreter)"
     return torch.cuda.get_device_name()
+
+
+@functools.lru_cache(maxsize=None)
+def has_tma() -> bool:
+    """True on a GPU with tensor-memory-accelerator descriptors (Hopper, sm_90, and later)."""
+    return not INTERPRETER and torch.cuda.get_device_capability() >= (9, 0)
 
 
 def shared_memory_limit() -> int | None:

@@ -42,8 +42,30 @@ def matmul_variants():
         yield f"matmul {dtype} {act}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
 
 
+def matmul_tma_variants():
+    """The Hopper TMA kernel, each operand layout."""
+    from autokernel.kernels.matmul_tma import _matmul_tma_kernel
+
+    bm, bn, bk = 128, 256, 64
+    for dtype, act, a_trans, b_trans in [("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
+                                         ("float16", "none", False, False), ("bfloat16", "relu", True, True)]:
+        t = _TYPES[dtype]
+        sig = {
+            "a_desc": f"tensordesc<{t}[{bk}, {bm}]>" if a_trans else f"tensordesc<{t}[{bm}, {bk}]>",
+            "b_desc": f"tensordesc<{t}[{bn}, {bk}]>" if b_trans else f"tensordesc<{t}[{bk}, {bn}]>",
+            "c_desc": f"tensordesc<{t}[{bm}, {bn}]>",
+            "bias_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32", "slope": "fp32",
+        }
+        consts = dict(HAS_BIAS=True, ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans}", _matmul_tma_kernel, sig, consts, {
+            "num_warps": 8, "num_stages": 3}
+
+
 def variants():
     yield from matmul_variants()
+    yield from matmul_tma_variants()
     try:
         from autokernel.kernels import backward
     except ImportError:

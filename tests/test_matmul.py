@@ -171,3 +171,43 @@ def test_linear_feature_mismatch(device):
     w = torch.ones(3, 4, dtype=torch.float16, device=device)
     with pytest.raises(ValueError, match="x has 5 features but weight is"):
         ak.linear(x, w)
+
+
+# ---- the Hopper TMA variant (its descriptors run in the interpreter too) ----
+
+TMA_CFG = dict(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=1, num_stages=1, variant="tma")
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_tma_variant_every_layout(layout, dtype, device, monkeypatch):
+    # 40x72x56: every stride is 16-byte aligned, so descriptors are used (checked below);
+    # edges are ragged against the 16x32x16 tile, so TMA's zero padding and clipping count.
+    import autokernel.kernels.matmul as grouped
+
+    monkeypatch.setattr(grouped, "launch_matmul", lambda *a, **k: pytest.fail("fell back to the grouped kernel"))
+    a, b, bb = _inputs(40, 72, 56, dtype, device, layout=layout, seed=len(layout))
+    out = torch.full((40, 72), float("nan"), dtype=dtype, device=device)
+    ak.matmul(a, b, bb, "gelu_tanh", config=ak.KernelConfig(**TMA_CFG), out=out)
+    assert not torch.isnan(out).any()
+    assert rel_error(out, reference(a, b, bb, "gelu_tanh")) < TOL[dtype]
+
+
+@pytest.mark.parametrize("shape", [(17, 33, 65), (40, 72, 0), (8, 9, 16)])
+def test_tma_variant_falls_back_when_descriptors_cannot_be_made(shape, device):
+    m, n, k = shape
+    a, b, bb = _inputs(m, n, k, torch.float16, device, seed=3)
+    out = ak.matmul(a, b, bb, "silu", config=ak.KernelConfig(**TMA_CFG))
+    assert rel_error(out, reference(a, b, bb, "silu")) < 1e-2
+
+
+def test_tma_operands_rules(device):
+    from autokernel.kernels.matmul_tma import tma_operands
+
+    a = torch.randn(40, 56).to(device, torch.float16)
+    w = torch.randn(72, 56).to(device, torch.float16)
+    c = torch.empty(40, 72, dtype=torch.float16, device=device)
+    (av, at), (bv, bt) = tma_operands(a, w.t(), c)
+    assert (at, bt) == (False, True) and bv.shape == (72, 56)
+    assert tma_operands(a[:, 1:], w.t()[1:], c) is None  # base not 16-byte aligned
+    assert tma_operands(a.float(), w.t().float(), c.float()) is None  # fp32 stays on the pointer kernel

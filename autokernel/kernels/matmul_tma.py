@@ -1,0 +1,137 @@
+"""Hopper path: C = act(A @ B + bias) with TMA tensor descriptors and a persistent grid.
+
+One program per SM walks output tiles in grouped order. A, B and C move through tensor
+descriptors: the copy engine lands each tile in shared memory in the layout the tensor
+cores read, pads the K tail and the edges with zeros on load and clips them on store,
+so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
+descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
+
+Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
+strides; ``tma_operands`` returns None when an operand can't have one, and the caller
+falls back to the pointer kernel.
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from autokernel.kernels.epilogue import apply_activation
+from autokernel.kernels.matmul import grouped_tile
+
+TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _matmul_tma_kernel(
+    a_desc, b_desc, c_desc, bias_ptr,
+    M, N, K,
+    slope,
+    HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    A_TRANS: tl.constexpr,
+    B_TRANS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+):
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            if A_TRANS:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_TRANS:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            if UPCAST:
+                # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        if HAS_BIAS:
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+            acc = acc + bias[None, :]
+        acc = apply_activation(acc, slope, ACTIVATION)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0
+
+
+def _row_major_view(t: torch.Tensor):
+    """(tensor, transposed) such that tensor has a unit last stride and 16-byte aligned
+    row stride — t itself, or t.t() when t is a transposed view; None if neither."""
+    elem = t.element_size()
+    for view, trans in ((t, False), (t.t(), True)):
+        if view.stride(1) == 1 and (view.stride(0) * elem) % 16 == 0 and view.stride(0) >= view.shape[1]:
+            return view, trans
+    return None
+
+
+def tma_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
+    """((a_view, a_trans), (b_view, b_trans)) when A, B and C can all have descriptors."""
+    if a.dtype not in TMA_DTYPES or not (_aligned(a) and _aligned(b) and _aligned(c)):
+        return None
+    if c.stride(1) != 1 or (c.stride(0) * c.element_size()) % 16 != 0:
+        return None
+    a_op, b_op = _row_major_view(a), _row_major_view(b)
+    if a_op is None or b_op is None:
+        return None
+    return a_op, b_op
+
+
+_INTERPRETER_PROGRAMS = 3  # few programs, so the persistent loop is exercised on the CPU too
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _INTERPRETER_PROGRAMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool) -> None:
+    """Launch the persistent TMA kernel; ``operands`` from tma_operands(a, b, c)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    (a_view, a_trans), (b_view, b_trans) = operands
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk = config.block_m, config.block_n, config.block_k
+    a_desc = TensorDescriptor.from_tensor(a_view, [bk, bm] if a_trans else [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b_view, [bn, bk] if b_trans else [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    num_sms = _num_sms(c.device)
+    grid = (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    _matmul_tma_kernel[grid](
+        a_desc, b_desc, c_desc, bias if bias is not None else c,
+        M, N, K,
+        float(slope),
+        HAS_BIAS=bias is not None,
+        ACTIVATION=activation,
+        A_TRANS=a_trans,
+        B_TRANS=b_trans,
+        UPCAST=interpret and a.dtype == torch.bfloat16,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=config.group_m,
+        NUM_SMS=num_sms,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )
