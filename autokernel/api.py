@@ -95,12 +95,12 @@ def matmul(
     elif not isinstance(config, KernelConfig):
         raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
     config.check_fits(a.dtype)
-    _launch(a, b, out, bias, act, slope, config)
+    launch(a, b, out, bias, act, slope, config)
     return out
 
 
-def _launch(a, b, out, bias, act: str, slope: float, config: KernelConfig) -> None:
-    """Run the config's variant: the TMA kernel where it was asked for (or "auto" on a
+def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig) -> None:
+    """Launch into ``out``, arguments already checked, M and N > 0. Runs the config's variant: the TMA kernel where it was asked for (or "auto" on a
     Hopper GPU) and the operands allow descriptors, else the grouped pointer kernel.
     Under the interpreter only an explicit "tma" takes the TMA kernel."""
     use_tma = config.variant == "tma" or (config.variant == "auto" and runtime.has_tma())
@@ -124,13 +124,21 @@ def linear(
     *,
     slope: float = 0.01,
     config: KernelConfig | None = None,
+    dx_config: KernelConfig | None = None,
+    dw_config: KernelConfig | None = None,
 ) -> torch.Tensor:
     """activation(x @ weight.T + bias), like torch.nn.functional.linear plus an activation.
+
+    Differentiable: when grad mode is on and any of x, weight, bias requires grad, it runs
+    through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too).
 
     Args:
         x: [..., in_features]; leading dimensions are flattened into M.
         weight: [out_features, in_features], as in torch.nn.Linear (read transposed in place).
         bias: optional [out_features].
+        config: forward GEMM config ([M, out] = [M, in] @ [in, out]).
+        dx_config: backward config of dX ([M, in] = [M, out] @ [out, in]).
+        dw_config: backward config of dW ([out, in] = [out, M] @ [M, in]).
     Returns:
         [..., out_features] in x's dtype.
     """
@@ -143,5 +151,12 @@ def linear(
             f"x has {x.shape[-1]} features but weight is {tuple(weight.shape)} (expects in_features = {weight.shape[1]})"
         )
     lead = x.shape[:-1]
-    y = matmul(x.reshape(-1, x.shape[-1]), weight.t(), bias, activation, slope=slope, config=config)
+    x2d = x.reshape(lead.numel(), x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+        check_matmul_args(x2d, weight.t(), bias)
+        from autokernel.autograd import LinearFunction
+
+        act = normalize_activation(activation)
+        return LinearFunction.apply(x, weight, bias, act, float(slope), config, dx_config, dw_config)
+    y = matmul(x2d, weight.t(), bias, activation, slope=slope, config=config)
     return y.reshape(*lead, weight.shape[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -157,6 +158,7 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+@functools.lru_cache(maxsize=1024)
 def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -> KernelConfig:
     """A sensible config for an M x N x K problem, before any tuning.
 
@@ -164,7 +166,8 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -
     8 warps, 3 stages, on the TMA kernel where it can run ("auto"); skinny ones (M <= 256)
     take narrower tiles on the grouped pointer kernel, which beat the persistent TMA
     kernel there. Under the interpreter: the smallest tiles that cover the problem, since
-    each program costs Python time there.
+    each program costs Python time there. Cached: KernelConfig is frozen, and building one
+    through pydantic on every call showed in the per-launch host time.
     """
     if runtime.INTERPRETER:
         def fit(x: int, cap: int) -> int:

@@ -53,6 +53,7 @@ def has_tma() -> bool:
     return not INTERPRETER and torch.cuda.get_device_capability() >= (9, 0)
 
 
+@functools.lru_cache(maxsize=None)
 def shared_memory_limit() -> int | None:
     """Bytes of shared memory one program may use on this device; None under the interpreter."""
     if INTERPRETER:

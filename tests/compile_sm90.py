@@ -63,14 +63,27 @@ def matmul_tma_variants():
             "num_warps": 8, "num_stages": 3}
 
 
+def backward_variants():
+    """The elementwise kernels of the linear layer's forward and backward."""
+    from autokernel.kernels.backward import _activation_grad_kernel, _activation_kernel
+
+    for act in ACTIVATIONS:
+        sig = {"z_ptr": "*fp16", "y_ptr": "*fp16", "numel": "i32", "slope": "fp32",
+               "ACTIVATION": "constexpr", "BLOCK": "constexpr"}
+        yield f"activation {act}", _activation_kernel, sig, {"ACTIVATION": act, "BLOCK": 1024}, {"num_warps": 4}
+        sig = {"dy_ptr": "*bf16", "z_ptr": "*bf16", "dz_ptr": "*bf16", "partial_ptr": "*fp32", "M": "i32", "N": "i32"}
+        sig.update({name: "i32" for name in ("stride_dym", "stride_dyn", "stride_zm", "stride_zn",
+                                             "stride_dzm", "stride_dzn")})
+        sig["slope"] = "fp32"
+        consts = dict(GRAD_ACTIVATION=act, STORE_DZ=True, COLUMN_SUM=True, ROW_TILES=8, BLOCK_M=32, BLOCK_N=128)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"activation_grad {act}", _activation_grad_kernel, sig, consts, {"num_warps": 4}
+
+
 def variants():
     yield from matmul_variants()
     yield from matmul_tma_variants()
-    try:
-        from autokernel.kernels import backward
-    except ImportError:
-        return
-    yield from getattr(backward, "compile_variants", lambda: [])()
+    yield from backward_variants()
 
 
 def main() -> int:

@@ -1,0 +1,107 @@
+"""Elementwise kernels of the differentiable linear layer Y = act(X @ W^T + b).
+
+Every GEMM, forward and backward, is the grouped-tile kernel of kernels/matmul.py;
+backward runs it on strided views (no transposed copies), with dZ = dY * act'(Z):
+    dX = dZ @ W        [M, K] = [M, N] @ [N, K]
+    dW = dZ^T @ X      [N, K] = [N, M] @ [M, K]
+    db = sum_m dZ      [N]
+
+``_activation_grad_kernel`` is the one kernel that reads dY: it multiplies by act'(Z)
+and sums columns for db in the same pass. (A GEMM whose A-operand load applied act'(Z)
+measured 1.7x (leaky_relu) to 3x (gelu) slower than the plain GEMM on an H100, and
+summing db inside the dW GEMM 2.5x slower: docs/backward.md.) ``_activation_kernel``
+gives Y = act(Z) in forward when backward needs Z (gelu, gelu_tanh, silu).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from autokernel.kernels.epilogue import activation_grad, apply_activation
+
+
+@triton.jit
+def _activation_kernel(
+    z_ptr, y_ptr, numel, slope,
+    ACTIVATION: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """y = act(z) elementwise over contiguous tensors."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < numel
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, apply_activation(z, slope, ACTIVATION).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _activation_grad_kernel(
+    dy_ptr, z_ptr, dz_ptr, partial_ptr,
+    M, N,
+    stride_dym, stride_dyn, stride_zm, stride_zn, stride_dzm, stride_dzn,
+    slope,
+    GRAD_ACTIVATION: tl.constexpr,
+    STORE_DZ: tl.constexpr,
+    COLUMN_SUM: tl.constexpr,
+    ROW_TILES: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """dZ = dY * act'(Z) over ROW_TILES x BLOCK_M rows and BLOCK_N columns; with COLUMN_SUM,
+    partial[pid_m, n] = sum of those rows of dZ (float32)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    col_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for t in range(ROW_TILES):
+        rows = ((pid_m * ROW_TILES + t) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        mask = (rows[:, None] < M) & n_ok[None, :]
+        g = tl.load(dy_ptr + rows[:, None] * stride_dym + offs_n[None, :] * stride_dyn, mask=mask, other=0.0)
+        g = g.to(tl.float32)
+        if GRAD_ACTIVATION != "none":
+            z = tl.load(z_ptr + rows[:, None] * stride_zm + offs_n[None, :] * stride_zn, mask=mask, other=0.0)
+            g = g * activation_grad(z.to(tl.float32), slope, GRAD_ACTIVATION)
+        if STORE_DZ:
+            tl.store(dz_ptr + rows[:, None] * stride_dzm + offs_n[None, :] * stride_dzn,
+                     g.to(dz_ptr.dtype.element_ty), mask=mask)
+        if COLUMN_SUM:
+            col_acc += tl.sum(g, axis=0)
+    if COLUMN_SUM:
+        tl.store(partial_ptr + pid_m * N + offs_n, col_acc, mask=n_ok)
+
+
+def launch_activation(z, y, activation: str, slope: float) -> None:
+    """y = act(z) for contiguous tensors of one shape."""
+    block = 1024
+    _activation_kernel[(triton.cdiv(z.numel(), block),)](
+        z, y, z.numel(), float(slope), ACTIVATION=activation, BLOCK=block, num_warps=4
+    )
+
+
+def launch_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_sum: bool, interpret: bool):
+    """dZ = dY * act'(Z) into ``dz`` (if given) and, with ``column_sum``, return sum_m dZ.
+
+    dy, z, dz: [M, N] with any strides; M, N > 0. ``z`` is unused for "none". Returns the
+    float32 [N] column sums, or None.
+    """
+    M, N = dy.shape
+    block_m, block_n = (16, 64) if interpret else (32, 128)
+    row_tiles = min(8, triton.cdiv(M, block_m))  # rows per program: fewer partial sums
+    grid = (triton.cdiv(M, block_m * row_tiles), triton.cdiv(N, block_n))
+    partial = torch.empty((grid[0], N), dtype=torch.float32, device=dy.device) if column_sum else None
+    z_ = z if grad_activation != "none" else dy
+    dz_ = dz if dz is not None else dy
+    _activation_grad_kernel[grid](
+        dy, z_, dz_, partial if partial is not None else dy,
+        M, N,
+        dy.stride(0), dy.stride(1), z_.stride(0), z_.stride(1), dz_.stride(0), dz_.stride(1),
+        float(slope),
+        GRAD_ACTIVATION=grad_activation,
+        STORE_DZ=dz is not None,
+        COLUMN_SUM=column_sum,
+        ROW_TILES=row_tiles,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        num_warps=4,
+    )
+    return partial.sum(0) if column_sum else None
