@@ -9,6 +9,8 @@ from autokernel.api import linear, matmul
 from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.kernels.epilogue import ACTIVATIONS
 
+from autokernel import nn  # noqa: E402  (after api: nn.Linear builds on linear)
+
 __version__ = "0.1.0"
 
-__all__ = ["ACTIVATIONS", "ConfigError", "KernelConfig", "default_config", "linear", "matmul", "__version__"]
+__all__ = ["ACTIVATIONS", "ConfigError", "KernelConfig", "default_config", "linear", "matmul", "nn", "__version__"]

@@ -1,0 +1,111 @@
+"""``autokernel.nn.Linear``: a drop-in torch.nn.Linear on Triton kernels, and a swapper.
+
+``Linear`` subclasses torch.nn.Linear, so its parameters, their initialisation, its
+state_dict keys and its repr are torch's own: a torch checkpoint loads as is.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from autokernel.api import linear, normalize_activation
+from autokernel.config import KernelConfig
+
+
+class Linear(torch.nn.Linear):
+    """y = activation(x @ weight.T + bias) with a fused activation and Triton backward.
+
+    Args:
+        in_features, out_features, bias, device, dtype: as torch.nn.Linear.
+        activation: None, "relu", "leaky_relu", "gelu", "gelu_tanh" or "silu", fused
+            into the GEMM epilogue (forward) and into the kernels that read dY (backward).
+        slope: leaky_relu's negative slope.
+
+    The attributes ``config``, ``dx_config`` and ``dw_config`` (KernelConfig or None)
+    pick the launch parameters of the forward, dX and dW GEMMs; None means the default.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        activation: str | None = None,
+        *,
+        slope: float = 0.01,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.activation = normalize_activation(activation)
+        self.slope = float(slope)
+        self.config: KernelConfig | None = None
+        self.dx_config: KernelConfig | None = None
+        self.dw_config: KernelConfig | None = None
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return linear(
+            input, self.weight, self.bias, self.activation, slope=self.slope,
+            config=self.config, dx_config=self.dx_config, dw_config=self.dw_config,
+        )
+
+    def extra_repr(self) -> str:
+        act = "" if self.activation == "none" else f", activation={self.activation}"
+        if self.activation == "leaky_relu":
+            act += f", slope={self.slope}"
+        return super().extra_repr() + act
+
+    @classmethod
+    def from_linear(cls, module: torch.nn.Linear, activation: str | None = None, slope: float = 0.01) -> "Linear":
+        """An autokernel Linear that shares ``module``'s parameters (optimizers keep working)."""
+        new = cls(module.in_features, module.out_features, bias=module.bias is not None,
+                  activation=activation, slope=slope, device="meta")
+        new.weight = module.weight
+        new.bias = module.bias
+        new.train(module.training)
+        return new
+
+
+def _fusable(module: torch.nn.Module) -> tuple[str, float] | None:
+    """(activation, slope) when ``module`` is an activation the kernels can fuse."""
+    if isinstance(module, torch.nn.ReLU):
+        return "relu", 0.01
+    if isinstance(module, torch.nn.LeakyReLU):
+        return "leaky_relu", float(module.negative_slope)
+    if isinstance(module, torch.nn.GELU):
+        return ("gelu_tanh" if module.approximate == "tanh" else "gelu"), 0.01
+    if isinstance(module, torch.nn.SiLU):
+        return "silu", 0.01
+    return None
+
+
+def swap_linear(model: torch.nn.Module, fuse_activations: bool = True) -> torch.nn.Module:
+    """Replace, in place, every torch.nn.Linear of ``model`` by ``autokernel.nn.Linear``.
+
+    The new modules share the old parameters, so optimizers and state_dicts are unchanged.
+    Only modules whose type is exactly torch.nn.Linear are swapped (subclasses such as
+    MultiheadAttention's out_proj are used by their owners through their weights, not
+    their forward). With ``fuse_activations``, a Linear followed inside an
+    ``nn.Sequential`` by ReLU, LeakyReLU, GELU or SiLU takes that activation into its
+    kernel and the activation module becomes ``nn.Identity`` (state_dict keys keep).
+
+    Returns:
+        ``model``, for chaining; a bare torch.nn.Linear cannot change in place, so for
+        one the new module is returned instead.
+    """
+    if type(model) is torch.nn.Linear:
+        return Linear.from_linear(model)
+    for name, child in list(model.named_children()):
+        if type(child) is torch.nn.Linear:
+            setattr(model, name, Linear.from_linear(child))
+        else:
+            swap_linear(child, fuse_activations)
+    if fuse_activations and isinstance(model, torch.nn.Sequential):
+        names = [name for name, _ in model.named_children()]
+        for first, second in zip(names, names[1:]):
+            lin, act_module = getattr(model, first), getattr(model, second)
+            fused = _fusable(act_module)
+            if type(lin) is Linear and lin.activation == "none" and fused is not None:
+                lin.activation, lin.slope = fused
+                setattr(model, second, torch.nn.Identity())
+    return model
