@@ -90,7 +90,7 @@ class KernelConfig(BaseModel):
     def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
         """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
         the C tile the TMA store goes through when the variant may be tma."""
-        elem = torch.empty((), dtype=dtype).element_size()
+        elem = dtype.itemsize
         total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
         if self.variant != "grouped":
             total += self.block_m * self.block_n * elem
@@ -105,12 +105,9 @@ class KernelConfig(BaseModel):
         limit = runtime.shared_memory_limit() if limit is None else limit
         if limit is None:
             return
-        need = self.shared_memory_bytes(dtype)
-        if need > limit:
-            raise ConfigError(
-                f"config {self.short()} needs ~{need // 1024} KiB of shared memory for "
-                f"{str(dtype).removeprefix('torch.')}, the device allows {limit // 1024} KiB"
-            )
+        error = _fit_error(self, dtype, limit)
+        if error:
+            raise ConfigError(error)
 
     def short(self) -> str:
         """A compact human label, e.g. 128x128x64 g8 w8 s3."""
@@ -143,6 +140,19 @@ class KernelConfig(BaseModel):
         if not isinstance(data, dict):
             raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit_error(config: KernelConfig, dtype: torch.dtype, limit: int) -> str | None:
+    """Why ``config`` doesn't fit in ``limit`` bytes of shared memory, or None. Cached: it
+    runs on every launch, and configs are frozen."""
+    need = config.shared_memory_bytes(dtype)
+    if need <= limit:
+        return None
+    return (
+        f"config {config.short()} needs ~{need // 1024} KiB of shared memory for "
+        f"{str(dtype).removeprefix('torch.')}, the device allows {limit // 1024} KiB"
+    )
 
 
 def _one_line(exc: ValidationError) -> str:

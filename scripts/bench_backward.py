@@ -153,18 +153,18 @@ def config_sweep(size: int, dtype: torch.dtype) -> list[dict]:
 
 def forward_variants(size: int, dtype: torch.dtype) -> dict:
     """The cost of saving Z for gelu: the GEMM writing Z, then an elementwise act pass (ms)."""
-    from autokernel.autograd import _default_config
+    from autokernel.config import default_config
     from autokernel.kernels.backward import launch_activation
-    from autokernel.kernels.matmul import launch_matmul
+    from autokernel.api import launch
 
     x = torch.randn(size, size, device="cuda", dtype=dtype)
     w = torch.randn(size, size, device="cuda", dtype=dtype) / size**0.5
     b = torch.randn(size, device="cuda", dtype=dtype)
     y, z = torch.empty_like(x), torch.empty_like(x)
-    cfg = _default_config(size, size, size, dtype)
+    cfg = default_config(size, size, size, dtype)
     return {
-        f"{size} GEMM + bias, one store": bench(lambda: launch_matmul(x, w.t(), z, b, "none", SLOPE, cfg, False)),
-        f"{size} GEMM -> Z, then gelu pass": bench(lambda: (launch_matmul(x, w.t(), z, b, "none", SLOPE, cfg, False),
+        f"{size} GEMM + bias, one store": bench(lambda: launch(x, w.t(), z, b, "none", SLOPE, cfg)),
+        f"{size} GEMM -> Z, then gelu pass": bench(lambda: (launch(x, w.t(), z, b, "none", SLOPE, cfg),
                                                         launch_activation(z, y, "gelu", SLOPE))),
         f"{size} gelu pass alone": bench(lambda: launch_activation(z, y, "gelu", SLOPE)),
     }

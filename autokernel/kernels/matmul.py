@@ -90,10 +90,10 @@ def _matmul_kernel(
 
 
 def _needs_int64(*tensors: torch.Tensor) -> bool:
-    # The largest element offset any pointer can reach, over every tensor.
+    """True when some 2-D tensor's largest element offset may overflow int32 arithmetic."""
     for t in tensors:
-        span = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()) if s > 0)
-        if span > _INT32_MAX // 2:
+        (rows, cols), (s0, s1) = t.shape, t.stride()
+        if (rows - 1) * s0 + (cols - 1) * s1 > _INT32_MAX // 2:
             return True
     return False
 
