@@ -352,3 +352,100 @@ def evaluate_torch(
         return _timed(trial, problem, fn, lambda i: make(i + 1), timer)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+# --- forward + backward of the linear layer (bench --backward) --------------------------
+
+TRAINING_KERNELS = ("torch_autograd", "triton_autograd")
+"""Forward + backward of Y = act(X W^T + b): torch.nn.functional.linear and the torch
+activation through autograd, or autokernel.linear (Triton forward and backward)."""
+
+
+def _training_tolerance(problem: Problem) -> float:
+    # fp32 runs as tf32 in the kernels; a sign derivative (relu, leaky_relu) flips wherever
+    # |Z| is within tf32 error of zero, which moves the gradients by ~1e-2 (docs/backward.md).
+    return 3e-2 if problem.dtype == "float32" else REL_TOL
+
+
+def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    got, ref = got.detach().float(), ref.detach()
+    ref_norm = float(ref.norm())
+    diff = float((got - ref).norm())
+    return diff / ref_norm if ref_norm > 0 else diff
+
+
+def evaluate_linear_training(
+    problem: Problem,
+    kernel: str = "triton_autograd",
+    config: KernelConfig | None = None,
+    *,
+    seed: int | None = None,
+    slope: float = LEAKY_SLOPE,
+    timer: Callable[..., Timing] = time_fn,
+) -> Trial:
+    """Check and time one forward + backward step of act(X W^T + b) with ``kernel``.
+
+    The problem reads as an nn.Linear: X is [M, K], the weight [N, K], the bias [N]
+    (problem.bias). Correctness: Y and the gradients of X, W (and b) against float32
+    autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
+    three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.
+    """
+    if kernel not in TRAINING_KERNELS:
+        raise ValueError(f"unknown training kernel {kernel!r}; choose one of {', '.join(TRAINING_KERNELS)}")
+    from autokernel.api import linear
+
+    device = runtime.kernel_device()
+    dt = problem.torch_dtype
+    act = problem.activation
+    if kernel == "triton_autograd" and config is None:
+        config = default_config(problem.m, problem.n, problem.k, dt)
+    trial = Trial(problem, config if kernel == "triton_autograd" else None, "success", kernel=kernel,
+                  timing=timing_label())
+
+    def make(i: int):
+        gen = torch.Generator().manual_seed((seed if seed is not None else torch.seed() % 2**62) + i)
+        x = torch.randn(problem.m, problem.k, generator=gen).to(device, dt).requires_grad_()
+        w = (torch.randn(problem.n, problem.k, generator=gen) / max(problem.k, 1) ** 0.5).to(device, dt)
+        b = torch.randn(problem.n, generator=gen).to(device, dt).requires_grad_() if problem.bias else None
+        dy = torch.randn(problem.m, problem.n, generator=gen).to(device, dt)
+        return x, w.requires_grad_(), b, dy
+
+    def step(x, w, b, dy):
+        if kernel == "torch_autograd":
+            y = reference_activation(F.linear(x, w, b), act, slope)
+        else:
+            y = linear(x, w, b, act, slope=slope, config=config)
+        inputs = [x, w] + ([b] if b is not None else [])
+        return (y, *torch.autograd.grad(y, inputs, dy))
+
+    try:
+        x, w, b, dy = make(0)
+        got = step(x, w, b, dy)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # a failed launch is a result, not a crash
+        trial.status, trial.error = failure_status(exc), error_line(exc)
+        return trial
+    ref_in = [t.detach().float().requires_grad_() if t is not None else None for t in (x, w, b)]
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ref_y = reference_activation(F.linear(*ref_in), act, slope)
+        refs = (ref_y, *torch.autograd.grad(ref_y, [t for t in ref_in if t is not None], dy.float()))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    errors = [_rel(g, r) for g, r in zip(got, refs)]
+    trial.rel_error = max(errors)
+    trial.max_abs_diff = max((float((g.detach().float() - r.detach()).abs().max()) for g, r in zip(got, refs)
+                              if g.numel()), default=0.0)
+    if not trial.rel_error <= _training_tolerance(problem):
+        names = ["y", "dx", "dw", "db"]
+        worst = names[errors.index(trial.rel_error)]
+        trial.status = "failed_correctness"
+        trial.error = f"rel_error of {worst} {trial.rel_error:.3g} > {_training_tolerance(problem):g}"
+        return trial
+    if problem.m == 0 or problem.n == 0:
+        return trial
+    trial = _timed(trial, problem, step, lambda i: make(i + 1), timer)
+    trial.tflops = tflops(3 * problem.flops, trial.ms)
+    return trial

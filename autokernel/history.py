@@ -283,8 +283,12 @@ def _plain(value: Any) -> Any:
 
 
 def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
-    """The fastest successful row (lowest ms) per problem and timing kind, sorted by problem."""
-    ok = df[(df["status"] == "success") & df["ms"].notna()]
+    """The fastest successful row (lowest ms) per problem and timing kind, sorted by problem.
+
+    Only forward GEMM trials count: forward + backward rows (bench --backward, kernels
+    ending in "_autograd") time three GEMMs and would never be comparable."""
+    forward = ~df["kernel"].fillna("").astype(str).str.endswith("_autograd")
+    ok = df[(df["status"] == "success") & df["ms"].notna() & forward]
     if ok.empty:
         return ok.reset_index(drop=True)
     keys = PROBLEM_KEY + ["timing"]

@@ -111,3 +111,44 @@ def test_bad_input_is_one_line_and_no_history(hist, args, needle):
     assert needle in one_error_line(result)
     assert result.stdout == ""
     assert not hist.exists()
+
+
+def test_backward_json_checks_gradients_and_records_both(hist):
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "--backward", "--m", "24", "--n", "40",
+                                 "--k", "16", "-a", "gelu", "--bias", "-d", "bf16", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    (r,) = json.loads(result.stdout)
+    assert r["problem"]["layout"] == "nt"
+    assert r["torch"]["kernel"] == "torch_autograd" and r["triton"]["kernel"] == "triton_autograd"
+    assert r["triton"]["status"] == "success" and r["triton"]["rel_error"] < 1e-2
+    assert r["triton"]["config"]["block_m"] >= 16  # the forward GEMM's config is reported
+    # TFLOP/s count the three GEMMs of a training step
+    assert r["triton"]["tflops"] == pytest.approx(6 * 24 * 40 * 16 / (r["triton"]["ms"] * 1e-3) / 1e12)
+    df = History(hist).read()
+    assert list(df["kernel"]) == ["torch_autograd", "triton_autograd"]
+
+
+def test_backward_wrong_gradient_is_a_failed_trial(hist, monkeypatch):
+    import autokernel.autograd as autograd
+
+    real = autograd.linear_backward
+
+    def broken(*args, **kwargs):
+        dx, dw, db = real(*args, **kwargs)
+        return dx, None if dw is None else dw * 2, db
+
+    monkeypatch.setattr(autograd, "linear_backward", broken)
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "--backward", "-s", "16", "--repeat", "1"])
+    assert result.exit_code == 1
+    (r,) = json.loads(result.stdout)
+    assert r["triton"]["status"] == "failed_correctness" and "dw" in r["triton"]["error"]
+    assert r["torch"]["status"] == "success"
+
+
+def test_best_per_problem_ignores_training_rows(hist):
+    from autokernel.history import best_per_problem
+
+    assert runner.invoke(app, ["bench", "--interpret", "-s", "16", "--repeat", "1"]).exit_code == 0
+    assert runner.invoke(app, ["bench", "--interpret", "-s", "16", "--repeat", "1", "--backward"]).exit_code == 0
+    best = best_per_problem(History(hist).read())
+    assert not best["kernel"].str.endswith("_autograd").any()

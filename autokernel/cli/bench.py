@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -41,7 +42,7 @@ from autokernel.cli._common import (
     warn,
 )
 from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial, evaluate, evaluate_torch
+from autokernel.evaluate import Trial, evaluate, evaluate_linear_training, evaluate_torch
 from autokernel.history import new_run_id
 from autokernel.problem import Problem
 from autokernel.timing import time_fn
@@ -98,26 +99,36 @@ class BenchResult:
 
 
 def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, str]], *, timer=time_fn,
-              on_result=None) -> list[BenchResult]:
-    """Measure torch and the kernel on each problem; ``on_result(result)`` is called after each."""
+              on_result=None, backward: bool = False) -> list[BenchResult]:
+    """Measure torch and the kernel on each problem; ``on_result(result)`` is called after each.
+
+    With ``backward``: one forward + backward step of the linear layer each, torch autograd
+    against autokernel.linear (``config`` is the forward GEMM's)."""
     results = []
     for problem, (config, source) in zip(problems, configs):
-        result = BenchResult(problem, evaluate_torch(problem, "torch", timer=timer), evaluate(problem, config, timer=timer),
-                             source)
+        if backward:
+            torch_trial = evaluate_linear_training(problem, "torch_autograd", timer=timer)
+            triton_trial = evaluate_linear_training(problem, "triton_autograd", config, timer=timer)
+        else:
+            torch_trial = evaluate_torch(problem, "torch", timer=timer)
+            triton_trial = evaluate(problem, config, timer=timer)
+        result = BenchResult(problem, torch_trial, triton_trial, source)
         if on_result is not None:
             on_result(result)
         results.append(result)
     return results
 
 
-def _title(timer_desc: str) -> str:
+def _title(timer_desc: str, backward: bool) -> str:
+    what = "autokernel bench --backward · forward + backward, X[M,K] W[N,K] (TFLOP/s count 6·M·N·K)" if backward \
+        else "autokernel bench"
     if runtime.INTERPRETER:
-        return f"autokernel bench · triton interpreter (CPU) · {timer_desc} · not comparable with GPU timings"
-    return f"autokernel bench · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms"
+        return f"{what} · triton interpreter (CPU) · {timer_desc} · not comparable with GPU timings"
+    return f"{what} · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms"
 
 
-def render(results: list[BenchResult], timer_desc: str) -> None:
-    table = Table(title=_title(timer_desc))
+def render(results: list[BenchResult], timer_desc: str, backward: bool = False) -> None:
+    table = Table(title=_title(timer_desc, backward))
     for name, justify in [("problem", "left"), ("triton config", "left"), ("torch ms", "right"),
                           ("torch TFLOP/s", "right"), ("triton ms (p20–p80)", "right"), ("triton TFLOP/s", "right"),
                           ("speedup", "right"), ("max |Δ|", "right"), ("result", "left")]:
@@ -162,12 +173,18 @@ def bench(
     history: HistoryOpt = None,
     interpret: InterpretOpt = False,
     repeat: RepeatOpt = None,
+    backward: Annotated[
+        bool,
+        typer.Option("--backward", help="Time forward + backward of the linear layer (X[M,K], weight [N,K]) "
+                                        "against torch autograd."),
+    ] = False,
 ) -> None:
     """Time the Triton kernel against torch.matmul (cuBLAS) on each problem, in one run.
 
     With --bias or --activation the torch side adds the bias (addmm) and applies the
-    activation, so both compute the same function. Every measurement, torch and Triton,
-    is appended to the history.
+    activation, so both compute the same function. With --backward each problem is one
+    training step of act(X W^T + b): autokernel.linear against torch autograd, gradients
+    checked. Every measurement, torch and Triton, is appended to the history.
     """
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
@@ -176,6 +193,8 @@ def bench(
             fail("give either --config or --best, not both")
         problems = measured_problems(sizes, dtype, activation, bias, interpret, gpu_sizes=GPU_SIZES,
                                      interpreter_sizes=INTERPRETER_SIZES, activations=["none"])
+        if backward:  # the nn.Linear layout: the weight [N, K] is read transposed
+            problems = [dataclasses.replace(p, layout="nt") for p in problems]
         fixed = KernelConfig.from_json(config) if config else None
         configs = [_config_for(p, fixed, best) for p in problems]
         store = history_store(history)
@@ -186,7 +205,7 @@ def bench(
                                trial_row("bench", result.triton, run_id, result.source)])
 
     timer, how = trial_timer(repeat)
-    results = run_bench(problems, configs, timer=timer, on_result=record)
+    results = run_bench(problems, configs, timer=timer, on_result=record, backward=backward)
     if csv_path:
         try:
             write_csv(csv_path, results)
@@ -195,7 +214,7 @@ def bench(
     if json_out:
         print_json([r.to_dict() for r in results])
     else:
-        render(results, how)
+        render(results, how, backward)
     if not all(r.ok for r in results):
         raise typer.Exit(EXIT_FAILED)
 
