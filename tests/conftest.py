@@ -17,6 +17,22 @@ def _isolated_history(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def hist(tmp_path):
+    """The (isolated) default history path of this test."""
+    return tmp_path / "history.csv"
+
+
+def one_error_line(result, code: int | None = None) -> str:
+    """The one line a failed CLI call printed on stderr (no traceback), after its exit code."""
+    if code is not None:
+        assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture
 def device():
     from autokernel import runtime
 

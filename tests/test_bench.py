@@ -11,26 +11,13 @@ from typer.testing import CliRunner
 from autokernel import runtime
 from autokernel.cli import app
 from autokernel.history import History
+from conftest import one_error_line
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
 
 runner = CliRunner()
 TRIAL_KEYS = {"problem", "config", "status", "kernel", "ms", "p20", "p80", "tflops", "rel_error", "max_abs_diff",
               "timing", "error"}
-
-
-@pytest.fixture
-def hist(tmp_path, monkeypatch):
-    path = tmp_path / "history.csv"
-    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(path))
-    return path
-
-
-def one_error_line(result) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_interpret_json_and_history(hist, tmp_path):

@@ -4,6 +4,7 @@ from typer.testing import CliRunner
 
 from autokernel import __version__
 from autokernel.cli import app
+from conftest import one_error_line
 
 runner = CliRunner()
 
@@ -51,17 +52,9 @@ def test_failing_case_exits_1(monkeypatch):
     assert api is not None
 
 
-def _one_line_error(result, code=2):
-    assert result.exit_code == code
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
-
-
 def test_bad_inputs_are_one_line():
-    assert "--size must be >= 0" in _one_line_error(runner.invoke(app, ["validate", "-s", "-3"]))
-    assert "unknown dtype 'float8'" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-d", "float8"]))
-    assert "activation must be one of" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-a", "tanh"]))
-    assert "invalid config" in _one_line_error(runner.invoke(app, ["validate", "-s", "8", "-c", '{"block_m": 3}']))
-    assert "give all three" in _one_line_error(runner.invoke(app, ["validate", "--m", "8"]))
+    assert "--size must be >= 0" in one_error_line(runner.invoke(app, ["validate", "-s", "-3"]), 2)
+    assert "unknown dtype 'float8'" in one_error_line(runner.invoke(app, ["validate", "-s", "8", "-d", "float8"]), 2)
+    assert "activation must be one of" in one_error_line(runner.invoke(app, ["validate", "-s", "8", "-a", "tanh"]), 2)
+    assert "invalid config" in one_error_line(runner.invoke(app, ["validate", "-s", "8", "-c", '{"block_m": 3}']), 2)
+    assert "give all three" in one_error_line(runner.invoke(app, ["validate", "--m", "8"]), 2)

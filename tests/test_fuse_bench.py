@@ -20,13 +20,6 @@ ROW_KEYS = {"name", "problem", "kernel", "config", "status", "ms", "p20", "p80",
             "extra_bytes", "rel_error", "max_abs_diff", "timing", "error"}
 
 
-@pytest.fixture
-def hist(tmp_path, monkeypatch):
-    path = tmp_path / "history.csv"
-    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(path))
-    return path
-
-
 def test_interpret_json_and_history(hist, tmp_path):
     best = tmp_path / "best.json"
     best.write_text(json.dumps({"problem": {"m": 16, "n": 16, "k": 16, "dtype": "fp16", "activation": "relu",

@@ -12,24 +12,11 @@ from autokernel.cli import app
 from autokernel.cli._common import console
 from autokernel.history import History, make_row
 from autokernel.problem import Problem
+from conftest import one_error_line
 
 runner = CliRunner()
 RESULT_KEYS = {"flops", "bytes", "arithmetic_intensity", "memory_bound_tflops", "compute_bound_tflops",
                "roofline_tflops", "achieved_tflops", "efficiency", "bound", "ridge_point", "time_from"}
-
-
-@pytest.fixture
-def hist(tmp_path, monkeypatch):
-    path = tmp_path / "history.csv"
-    monkeypatch.setenv("AUTOKERNEL_HISTORY", str(path))
-    return path
-
-
-def one_error_line(result) -> str:
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_table_lists_every_gpu(monkeypatch) -> None:

@@ -93,7 +93,7 @@ InterpretOpt = Annotated[
 ]
 HistoryOpt = Annotated[
     str | None,
-    typer.Option("--history", help="History CSV to append to (default: $AUTOKERNEL_HISTORY or results/history.csv)."),
+    typer.Option("--history", help="The history CSV (default: $AUTOKERNEL_HISTORY or results/history.csv)."),
 ]
 BestOpt = Annotated[
     str | None,
