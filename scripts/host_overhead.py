@@ -52,10 +52,25 @@ rows["autokernel nn.Linear gelu fwd+bwd"] = lambda: al_(x).sum().backward()
 for name, fn in rows.items():
     print(f"{name:42s} {per_call_us(fn, 500 if 'bwd' in name else N):8.1f} us/call", flush=True)
 
-prof = cProfile.Profile()
-prof.enable()
-for _ in range(500):
-    ak.matmul(a, w.t(), bias, "gelu", config=grouped)
-torch.cuda.synchronize()
-prof.disable()
-pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+rows2 = {
+    "autokernel.linear gelu, no grad": lambda: ak.linear(a, w, bias, "gelu"),
+    "autokernel.linear gelu fwd, grad on": lambda: al_(x),
+    "torch linear+gelu fwd, grad on": lambda: torch.nn.functional.gelu(tl_(x)),
+}
+for name, fn in rows2.items():
+    print(f"{name:42s} {per_call_us(fn, 500):8.1f} us/call", flush=True)
+
+
+def profile(title, fn, n=300):
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    prof.disable()
+    print(f"==== cProfile: {title}, {n} calls")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+
+
+profile("autokernel.matmul bias gelu", lambda: ak.matmul(a, w.t(), bias, "gelu", config=grouped))
+profile("autokernel nn.Linear gelu fwd+bwd", lambda: al_(x).sum().backward())
