@@ -99,8 +99,9 @@ def matmul(
     return out
 
 
-def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig) -> None:
-    """Launch into ``out``, arguments already checked, M and N > 0. Runs the config's variant: the TMA kernel where it was asked for (or "auto" on a
+def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
+    """Launch into ``out`` (and the pre-activation into ``z`` when given, shaped like
+    ``out``), arguments already checked, M and N > 0. Runs the config's variant: the TMA kernel where it was asked for (or "auto" on a
     Hopper GPU) and the operands allow descriptors, else the grouped pointer kernel.
     Under the interpreter only an explicit "tma" takes the TMA kernel."""
     use_tma = config.variant == "tma" or (config.variant == "auto" and runtime.has_tma())
@@ -109,11 +110,11 @@ def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig) -> Non
 
         operands = tma_operands(a, b, out)
         if operands is not None:
-            launch_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER)
+            launch_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
             return
     from autokernel.kernels.matmul import launch_matmul
 
-    launch_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER)
+    launch_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
 
 
 def linear(

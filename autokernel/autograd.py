@@ -4,9 +4,9 @@ What forward saves for backward's act'(Z):
 - "none": nothing beyond X and W (dZ = dY).
 - "relu", "leaky_relu" (slope > 0): the output Y itself. Y has the sign of Z, and these
   derivatives depend only on that sign, so no extra tensor is written.
-- "gelu", "gelu_tanh", "silu": Z = X @ W^T + b in the operands' dtype: the GEMM writes Z
-  and an elementwise pass writes Y = act(Z) (+3 % on the forward at 8192 on an H100).
-  Recomputing Z in backward would cost a third GEMM (+50 % backward FLOPs) instead.
+- "gelu", "gelu_tanh", "silu": Z = X @ W^T + b in the operands' dtype, stored by the
+  GEMM's epilogue beside Y. Recomputing Z in backward would cost a third GEMM (+50 %
+  backward FLOPs) instead.
 
 Backward (kernels/backward.py), computing only the gradients autograd asks for:
 1. one elementwise pass over dY: dZ = dY * act'(Z), and db's column sums in the same
@@ -42,21 +42,15 @@ def saves_output(activation: str, slope: float) -> bool:
 def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None):
     """(Y, Z) for [M, K] x2d, arguments already checked: Z is the pre-activation when
     backward needs it, else None."""
-    from autokernel.kernels.backward import launch_activation
-
     m, k = x2d.shape
     n = weight.shape[0]
     y = torch.empty((m, n), dtype=x2d.dtype, device=x2d.device)
     z = None if activation == "none" or saves_output(activation, slope) else torch.empty_like(y)
     if m > 0 and n > 0:
         cfg = _config(config, m, n, k, x2d.dtype)
-        if z is None:
-            launch(x2d, weight.t(), y, bias, activation, slope, cfg)
-        else:
-            # The GEMM writes Z, one elementwise pass writes Y = act(Z): as fast as an epilogue
-            # storing both at 8192 on an H100, and every GEMM stays one kernel (docs/backward.md).
-            launch(x2d, weight.t(), z, bias, "none", slope, cfg)
-            launch_activation(z, y, activation, slope)
+        # One launch: the epilogue stores Z beside Y when backward needs it
+        # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
+        launch(x2d, weight.t(), y, bias, activation, slope, cfg, z=z)
     return y, z
 
 

@@ -32,11 +32,11 @@ def matmul_variants():
         ("float32", "silu", False, False, True),
     ]:
         t = "*" + _TYPES[dtype]
-        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t}
+        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t}
         sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk",
-                                             "stride_bn", "stride_cm", "stride_cn")})
+                                             "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn")})
         sig["slope"] = "fp32"
-        consts = dict(HAS_BIAS=has_bias, ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
+        consts = dict(HAS_BIAS=has_bias, STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
                       BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
         sig.update({name: "constexpr" for name in consts})
         yield f"matmul {dtype} {act}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
@@ -54,9 +54,10 @@ def matmul_tma_variants():
             "a_desc": f"tensordesc<{t}[{bk}, {bm}]>" if a_trans else f"tensordesc<{t}[{bm}, {bk}]>",
             "b_desc": f"tensordesc<{t}[{bn}, {bk}]>" if b_trans else f"tensordesc<{t}[{bk}, {bn}]>",
             "c_desc": f"tensordesc<{t}[{bm}, {bn}]>",
-            "bias_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32", "slope": "fp32",
+            "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
+            "stride_zm": "i32", "stride_zn": "i32", "slope": "fp32",
         }
-        consts = dict(HAS_BIAS=True, ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132)
         sig.update({name: "constexpr" for name in consts})
         yield f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans}", _matmul_tma_kernel, sig, consts, {
@@ -65,12 +66,9 @@ def matmul_tma_variants():
 
 def backward_variants():
     """The elementwise kernels of the linear layer's forward and backward."""
-    from autokernel.kernels.backward import _activation_grad_kernel, _activation_kernel
+    from autokernel.kernels.backward import _activation_grad_kernel
 
     for act in ACTIVATIONS:
-        sig = {"z_ptr": "*fp16", "y_ptr": "*fp16", "numel": "i32", "slope": "fp32",
-               "ACTIVATION": "constexpr", "BLOCK": "constexpr"}
-        yield f"activation {act}", _activation_kernel, sig, {"ACTIVATION": act, "BLOCK": 1024}, {"num_warps": 4}
         sig = {"dy_ptr": "*bf16", "z_ptr": "*bf16", "dz_ptr": "*bf16", "partial_ptr": "*fp32", "M": "i32", "N": "i32"}
         sig.update({name: "i32" for name in ("stride_dym", "stride_dyn", "stride_zm", "stride_zn",
                                              "stride_dzm", "stride_dzn")})

@@ -211,3 +211,18 @@ def test_tma_operands_rules(device):
     assert (at, bt) == (False, True) and bv.shape == (72, 56)
     assert tma_operands(a[:, 1:], w.t()[1:], c) is None  # base not 16-byte aligned
     assert tma_operands(a.float(), w.t().float(), c.float()) is None  # fp32 stays on the pointer kernel
+
+
+@pytest.mark.parametrize("variant", ["grouped", "tma"])
+def test_epilogue_stores_preactivation_beside_output(variant, device):
+    # autograd keeps Z = A @ B + bias for act'(Z); one launch writes both Z and Y.
+    from autokernel.api import launch
+
+    a, b, bb = _inputs(40, 72, 56, torch.float16, device, layout="nt", seed=11)
+    y = torch.full((40, 72), float("nan"), dtype=torch.float16, device=device)
+    z = torch.full_like(y, float("nan"))
+    cfg = ak.KernelConfig(**{**TMA_CFG, "variant": variant})
+    launch(a, b, y, bb, "silu", 0.01, cfg, z=z)
+    assert not torch.isnan(z).any() and not torch.isnan(y).any()
+    assert rel_error(z, reference(a, b, bb, "none")) < 1e-2
+    assert rel_error(y, reference(a, b, bb, "silu")) < 1e-2

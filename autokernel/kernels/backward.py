@@ -9,28 +9,15 @@ backward runs it on strided views (no transposed copies), with dZ = dY * act'(Z)
 ``_activation_grad_kernel`` is the one kernel that reads dY: it multiplies by act'(Z)
 and sums columns for db in the same pass. (A GEMM whose A-operand load applied act'(Z)
 measured 1.7x (leaky_relu) to 3x (gelu) slower than the plain GEMM on an H100, and
-summing db inside the dW GEMM 2.5x slower: docs/backward.md.) ``_activation_kernel``
-gives Y = act(Z) in forward when backward needs Z (gelu, gelu_tanh, silu).
+summing db inside the dW GEMM 2.5x slower: docs/backward.md.) In forward, the GEMM's
+epilogue stores Z beside Y when backward needs it (gelu, gelu_tanh, silu).
 """
 
 import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.epilogue import activation_grad, apply_activation
-
-
-@triton.jit
-def _activation_kernel(
-    z_ptr, y_ptr, numel, slope,
-    ACTIVATION: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    """y = act(z) elementwise over contiguous tensors."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < numel
-    z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, apply_activation(z, slope, ACTIVATION).to(y_ptr.dtype.element_ty), mask=mask)
+from autokernel.kernels.epilogue import activation_grad
 
 
 @triton.jit
@@ -68,14 +55,6 @@ def _activation_grad_kernel(
             col_acc += tl.sum(g, axis=0)
     if COLUMN_SUM:
         tl.store(partial_ptr + pid_m * N + offs_n, col_acc, mask=n_ok)
-
-
-def launch_activation(z, y, activation: str, slope: float) -> None:
-    """y = act(z) for contiguous tensors of one shape."""
-    block = 1024
-    _activation_kernel[(triton.cdiv(z.numel(), block),)](
-        z, y, z.numel(), float(slope), ACTIVATION=activation, BLOCK=block, num_warps=4
-    )
 
 
 def launch_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_sum: bool, interpret: bool):

@@ -30,11 +30,12 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 
 @triton.jit
 def _matmul_kernel(
-    a_ptr, b_ptr, c_ptr, bias_ptr,
+    a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_zm, stride_zn,
     slope,
     HAS_BIAS: tl.constexpr,
+    STORE_Z: tl.constexpr,
     ACTIVATION: tl.constexpr,
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
@@ -79,13 +80,16 @@ def _matmul_kernel(
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
-    acc = apply_activation(acc, slope, ACTIVATION)
-
     if INDEX_64:
         offs_m = offs_m.to(tl.int64)
         offs_n = offs_n.to(tl.int64)
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if STORE_Z:
+        # The pre-activation Z as well, for a backward pass that needs act'(Z).
+        z_ptrs = z_ptr + offs_m[:, None] * stride_zm + offs_n[None, :] * stride_zn
+        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=mask)
+    acc = apply_activation(acc, slope, ACTIVATION)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
@@ -98,24 +102,27 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
-def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool) -> None:
+def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> None:
     """Launch C = act(A @ B + bias) into the preallocated ``c``; shapes already checked.
 
     M and N must be > 0; K may be 0 (the loop is skipped and the epilogue still runs).
+    With ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too.
     """
     M, K = a.shape
     N = b.shape[1]
+    zz = z if z is not None else c
     grid = (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),)
     _matmul_kernel[grid](
-        a, b, c, bias if bias is not None else c,
+        a, b, c, bias if bias is not None else c, zz,
         M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
         float(slope),
         HAS_BIAS=bias is not None,
+        STORE_Z=z is not None,
         ACTIVATION=activation,
         EVEN_K=K % config.block_k == 0,
         UPCAST=interpret and a.dtype == torch.bfloat16,
-        INDEX_64=_needs_int64(a, b, c),
+        INDEX_64=_needs_int64(a, b, c, zz),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

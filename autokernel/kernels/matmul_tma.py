@@ -25,10 +25,12 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 @triton.jit
 def _matmul_tma_kernel(
-    a_desc, b_desc, c_desc, bias_ptr,
+    a_desc, b_desc, c_desc, bias_ptr, z_ptr,
     M, N, K,
+    stride_zm, stride_zn,
     slope,
     HAS_BIAS: tl.constexpr,
+    STORE_Z: tl.constexpr,
     ACTIVATION: tl.constexpr,
     A_TRANS: tl.constexpr,
     B_TRANS: tl.constexpr,
@@ -61,10 +63,17 @@ def _matmul_tma_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
         if HAS_BIAS:
-            offs_n = off_n + tl.arange(0, BLOCK_N)
             bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
             acc = acc + bias[None, :]
+        if STORE_Z:
+            # The pre-activation Z for backward, by plain stores: a second TMA store
+            # would need a second C-sized tile of shared memory.
+            offs_m = off_m + tl.arange(0, BLOCK_M)
+            z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
+            z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+            tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
         acc = apply_activation(acc, slope, ACTIVATION)
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
@@ -105,8 +114,10 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool) -> None:
-    """Launch the persistent TMA kernel; ``operands`` from tma_operands(a, b, c)."""
+def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
+                      z=None) -> None:
+    """Launch the persistent TMA kernel; ``operands`` from tma_operands(a, b, c). With
+    ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     (a_view, a_trans), (b_view, b_trans) = operands
@@ -118,11 +129,14 @@ def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, oper
     c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
     num_sms = _num_sms(c.device)
     grid = (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    zz = z if z is not None else c
     _matmul_tma_kernel[grid](
-        a_desc, b_desc, c_desc, bias if bias is not None else c,
+        a_desc, b_desc, c_desc, bias if bias is not None else c, zz,
         M, N, K,
+        zz.stride(0), zz.stride(1),
         float(slope),
         HAS_BIAS=bias is not None,
+        STORE_Z=z is not None,
         ACTIVATION=activation,
         A_TRANS=a_trans,
         B_TRANS=b_trans,
