@@ -101,10 +101,23 @@ def matmul(
 
 def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
     """Launch into ``out`` (and the pre-activation into ``z`` when given, shaped like
-    ``out``), arguments already checked, M and N > 0. Runs the config's variant: the TMA kernel where it was asked for (or "auto" on a
-    Hopper GPU) and the operands allow descriptors, else the grouped pointer kernel.
-    Under the interpreter only an explicit "tma" takes the TMA kernel."""
-    use_tma = config.variant == "tma" or (config.variant == "auto" and runtime.has_tma())
+    ``out``), arguments already checked, M and N > 0.
+
+    Runs the config's variant: "tma" and "auto" take the TMA kernel where it can run (a
+    Hopper GPU with Triton >= 3.4) and the operands allow descriptors, else the grouped
+    pointer kernel. The interpreter runs the TMA kernel only for an explicit "tma", so
+    tests can exercise it.
+    """
+    if a.is_cuda and a.device.index != torch.cuda.current_device():
+        # Triton launches on the current device: make it the operands' one.
+        with torch.cuda.device(a.device):
+            return launch(a, b, out, bias, act, slope, config, z)
+    if config.variant == "grouped":
+        use_tma = False
+    elif runtime.INTERPRETER:
+        use_tma = config.variant == "tma"
+    else:
+        use_tma = runtime.has_tma()
     if use_tma and a.shape[1] > 0:
         from autokernel.kernels.matmul_tma import launch_matmul_tma, tma_operands
 

@@ -128,9 +128,12 @@ class KernelConfig(BaseModel):
     def from_json(cls, text: str) -> "KernelConfig":
         """Parse a JSON object; a JSON string that names a file is read from that file."""
         source = text
-        path = Path(text)
-        if not text.lstrip().startswith("{") and path.is_file():
-            source = path.read_text()
+        if not text.lstrip().startswith("{"):
+            try:
+                if Path(text).is_file():
+                    source = Path(text).read_text()
+            except OSError as exc:  # a name too long, a file we may not read
+                raise ConfigError(f"cannot read config file {text[:80]!r}: {exc.strerror}") from None
         try:
             data = json.loads(source)
         except json.JSONDecodeError as exc:

@@ -31,6 +31,7 @@ from filelock import FileLock
 from autokernel import runtime
 from autokernel.config import KernelConfig
 from autokernel.problem import Problem
+from autokernel.timing import timing_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,7 +110,7 @@ def make_row(
         run_id=run_id,
         command=command,
         status=status,
-        timing="interpreter" if runtime.INTERPRETER else "gpu",
+        timing=timing_label(),
         device=runtime.device_name(),
         torch_version=torch.__version__,
         triton_version=_triton_version(),
@@ -185,6 +186,19 @@ class History:
                 f.write(prefix + "".join(lines).encode())
                 f.flush()
                 os.fsync(f.fileno())
+
+    def check_writable(self) -> None:
+        """Raise ValueError or OSError now if appends would fail later: a file that isn't
+        a history of this schema, or a place where none can be created."""
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as f:
+                self._check_header(f)
+            if not os.access(self.path, os.W_OK):
+                raise PermissionError(f"{self.path} is not writable")
+            return
+        parent = next((p for p in [self.path.parent, *self.path.parent.parents] if p.exists()), None)
+        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise PermissionError(f"cannot create {self.path}: {parent} is not a writable directory")
 
     def _check_header(self, f: Any) -> None:
         f.seek(0)
@@ -283,14 +297,16 @@ def _plain(value: Any) -> Any:
 
 
 def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
-    """The fastest successful row (lowest ms) per problem and timing kind, sorted by problem.
+    """The fastest successful Triton forward row (lowest ms) per problem, device and timing
+    kind, sorted by problem.
 
-    Only forward GEMM trials count: forward + backward rows (bench --backward, kernels
-    ending in "_autograd") time three GEMMs and would never be comparable."""
-    forward = ~df["kernel"].fillna("").astype(str).str.endswith("_autograd")
-    ok = df[(df["status"] == "success") & df["ms"].notna() & forward]
+    Torch baselines (kernel "torch", "cublaslt", "torch_compile") and forward + backward
+    rows (bench --backward, kernels ending in "_autograd", three GEMMs) never count: the
+    best is what our kernel reached, on the GPU that ran it."""
+    ours = df["kernel"].fillna("triton").astype(str) == "triton"
+    ok = df[(df["status"] == "success") & df["ms"].notna() & ours]
     if ok.empty:
         return ok.reset_index(drop=True)
-    keys = PROBLEM_KEY + ["timing"]
+    keys = PROBLEM_KEY + ["device", "timing"]
     idx = ok.groupby(keys, dropna=False, sort=True)["ms"].idxmin()
     return ok.loc[idx.to_numpy()].reset_index(drop=True)

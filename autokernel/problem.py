@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import asdict, dataclass
 
 import torch
@@ -16,6 +17,12 @@ DTYPES: dict[str, torch.dtype] = {
 }
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
 LAYOUTS = ("nn", "tn", "nt", "tt")
+
+
+def fresh_seed() -> int:
+    """A random seed that leaves torch's global generator alone (torch.seed() would
+    reseed it under the user's manual_seed)."""
+    return secrets.randbits(62)
 
 
 def parse_dtype(name: str) -> str:
@@ -91,7 +98,7 @@ class Problem:
         comparable across sizes.
         """
         gen = torch.Generator(device="cpu")
-        gen.manual_seed(seed if seed is not None else torch.seed() % 2**63)
+        gen.manual_seed(seed if seed is not None else fresh_seed())
         dt = self.torch_dtype
         scale = 1.0 / math.sqrt(max(self.k, 1))
 

@@ -49,8 +49,15 @@ def device_name() -> str:
 
 @functools.lru_cache(maxsize=None)
 def has_tma() -> bool:
-    """True on a GPU with tensor-memory-accelerator descriptors (Hopper, sm_90, and later)."""
-    return not INTERPRETER and torch.cuda.get_device_capability() >= (9, 0)
+    """True on a GPU with tensor-memory-accelerator descriptors (Hopper, sm_90, and later)
+    and a Triton with host-side tensor descriptors (3.3 and later)."""
+    if INTERPRETER or torch.cuda.get_device_capability() < (9, 0):
+        return False
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=None)

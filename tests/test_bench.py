@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from autokernel import runtime
@@ -115,14 +116,16 @@ def test_backward_json_checks_gradients_and_records_both(hist):
     assert list(df["kernel"]) == ["torch_autograd", "triton_autograd"]
 
 
-def test_backward_wrong_gradient_is_a_failed_trial(hist, monkeypatch):
+@pytest.mark.parametrize("corrupt", [lambda t: t * 2, lambda t: t.index_fill(0, torch.tensor([1]), float("nan"))],
+                         ids=["scaled", "one-nan-row"])
+def test_backward_wrong_gradient_is_a_failed_trial(hist, monkeypatch, corrupt):
     import autokernel.autograd as autograd
 
     real = autograd.linear_backward
 
     def broken(*args, **kwargs):
         dx, dw, db = real(*args, **kwargs)
-        return dx, None if dw is None else dw * 2, db
+        return dx, None if dw is None else corrupt(dw), db
 
     monkeypatch.setattr(autograd, "linear_backward", broken)
     result = runner.invoke(app, ["bench", "--interpret", "--json", "--backward", "-s", "16", "--repeat", "1"])

@@ -154,3 +154,19 @@ def test_history_path_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert resolve_history_path() == tmp_path / "env.csv"
     assert resolve_history_path(tmp_path / "explicit.csv") == tmp_path / "explicit.csv"
     assert resolve_history_path(str(tmp_path / "s.csv")) == tmp_path / "s.csv"
+
+
+def test_best_per_problem_is_ours_per_device(tmp_path):
+    from autokernel.history import best_per_problem
+
+    p = Problem(64, 64, 64)
+    h = History(tmp_path / "h.csv")
+    h.append_many([
+        make_row("bench", p, status="success", run_id="r", kernel="torch", ms=0.5, timing="gpu", device="H100"),
+        make_row("bench", p, status="success", run_id="r", kernel="triton", ms=1.2, timing="gpu", device="H100"),
+        make_row("bench", p, status="success", run_id="r", kernel="triton", ms=0.9, timing="gpu", device="H200"),
+        make_row("bench", p, status="success", run_id="r", kernel="triton_autograd", ms=0.1, timing="gpu",
+                 device="H100"),
+    ])
+    best = best_per_problem(h.read())
+    assert sorted(zip(best["device"], best["ms"])) == [("H100", 1.2), ("H200", 0.9)]

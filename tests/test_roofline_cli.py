@@ -41,9 +41,8 @@ def test_json_table() -> None:
 def test_problem_json_with_ms(hist) -> None:
     result = runner.invoke(app, ["roofline", "--gpu", "A100", "--size", "4096", "--ms", "0.5", "--json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    assert out["gpu"]["name"] == "A100 SXM4 80GB"
-    (r,) = out["results"]
+    r = json.loads(result.stdout)  # one problem: the analysis keys at the top level
+    assert r["gpu"]["name"] == "A100 SXM4 80GB"
     assert RESULT_KEYS <= set(r)
     assert r["arithmetic_intensity"] == pytest.approx(1365.333, rel=1e-5)
     assert r["memory_bound_tflops"] == pytest.approx(2039 * 1365.333 / 1000, rel=1e-5)
@@ -70,7 +69,7 @@ def test_best_gpu_time_of_the_same_gpu_comes_from_the_history(hist) -> None:
     History(hist).append_many(rows)
     result = runner.invoke(app, ["roofline", "--gpu", "H100", "--m", "4096", "--n", "4096", "--k", "4096", "--json"])
     assert result.exit_code == 0, result.output
-    (r,) = json.loads(result.stdout)["results"]
+    r = json.loads(result.stdout)
     assert r["ms"] == 0.20 and r["time_from"] == "history"
     assert r["achieved_tflops"] == pytest.approx(2 * 4096**3 / 0.2e-3 / 1e12)
 
@@ -78,7 +77,7 @@ def test_best_gpu_time_of_the_same_gpu_comes_from_the_history(hist) -> None:
 def test_no_time_anywhere_leaves_efficiency_empty(hist) -> None:
     result = runner.invoke(app, ["roofline", "--gpu", "H100", "-s", "1024", "--json"])
     assert result.exit_code == 0, result.output
-    (r,) = json.loads(result.stdout)["results"]
+    r = json.loads(result.stdout)
     assert r["achieved_tflops"] is None and r["efficiency"] is None and r["time_from"] is None
 
 
@@ -119,3 +118,11 @@ def test_without_a_gpu_a_problem_needs_gpu_and_measure_refuses() -> None:
     result = runner.invoke(app, ["roofline", "--gpu", "H100", "--measure"])
     assert result.exit_code == 2
     assert "needs a CUDA GPU" in one_error_line(result)
+
+
+def test_several_problems_json_is_a_list(hist) -> None:
+    result = runner.invoke(app, ["roofline", "--gpu", "H100", "-s", "1024", "-s", "2048", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [o["flops"] for o in out] == [2 * 1024**3, 2 * 2048**3]
+    assert all(RESULT_KEYS <= set(o) for o in out)

@@ -175,14 +175,22 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
-def history_store(path: str | None) -> Any:
-    """The History to append to (--history, else $AUTOKERNEL_HISTORY, else results/history.csv)."""
+def history_store(path: str | None, *, append: bool = True) -> Any:
+    """The History (--history, else $AUTOKERNEL_HISTORY, else results/history.csv); with
+    ``append``, checked now that rows can be appended to it, before any work is done."""
     from autokernel.history import History, resolve_history_path
 
     resolved = resolve_history_path(path)
     if resolved.is_dir():
         fail(f"--history {resolved} is a directory, not a CSV file")
-    return History(resolved)
+    store = History(resolved)
+    if not append:
+        return store
+    try:  # before any work: a run must not end in a history it cannot write
+        store.check_writable()
+    except (ValueError, OSError) as exc:
+        fail(f"cannot append to the history: {exc}")
+    return store
 
 
 def append_history(store: Any, rows: list[dict]) -> None:

@@ -198,6 +198,12 @@ def bench(
         fixed = KernelConfig.from_json(config) if config else None
         configs = [_config_for(p, fixed, best) for p in problems]
         store = history_store(history)
+        if csv_path:  # find an unwritable --csv before the GPU time is spent, not after
+            try:
+                Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
+                open(csv_path, "a").close()
+            except OSError as exc:
+                fail(f"cannot write --csv {csv_path}: {exc.strerror}")
     run_id = new_run_id()
 
     def record(result: BenchResult) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def load_history(path: str | None) -> tuple[Path, "pd.DataFrame"]:
     """The resolved history path and its rows; each warning of the reader (skipped rows) is one stderr line."""
-    store = history_store(path)
+    store = history_store(path, append=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         df = store.read()

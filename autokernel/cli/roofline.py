@@ -195,7 +195,7 @@ def roofline(
         p_ms, source = ms, "--ms" if ms is not None else None
         rows = _gpu_rows(df, p, spec) if df is not None else None
         if p_ms is None and rows is not None and not rows.empty:
-            p_ms, source = float(best_per_problem(rows)["ms"].iloc[0]), "history"
+            p_ms, source = float(best_per_problem(rows)["ms"].min()), "history"
         with user_errors():
             r = analyze(p, ceiling_spec, p_ms)
         results.append(r)
@@ -206,8 +206,10 @@ def roofline(
     if plot is not None:
         _write_plot(results, ceiling_spec, plot, trials)
     if json_out:
-        print_json({"gpu": ceiling_spec.to_dict(), "measured": ceilings.to_dict() if ceilings else None,
-                    "results": [{**r.to_dict(), "time_from": s} for r, s in zip(results, sources)]})
+        # One problem: one object with the analysis keys at the top; several: a list of them.
+        objs = [{**r.to_dict(), "time_from": s, "gpu": ceiling_spec.to_dict(),
+                 "measured": ceilings.to_dict() if ceilings else None} for r, s in zip(results, sources)]
+        print_json(objs[0] if len(objs) == 1 else objs)
     else:
         _render_results(results, sources, ceiling_spec)
         if plot is not None:

@@ -39,25 +39,42 @@ SUITE_DTYPES = ["float16", "bfloat16"]
 ACTIVATED = ["relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
 
 
-def default_suite() -> list[Problem]:
+def default_suite(
+    dtypes: list[str] | None = None,
+    activations: list[str] | None = None,
+    biases: list[bool] | None = None,
+    layouts: list[str] | None = None,
+) -> list[Problem]:
     """Odd and zero-size shapes, every activation, bias on and off, transposed operands,
-    fp16 and bf16; on a GPU also large square problems up to 4096."""
+    fp16 and bf16; on a GPU also large problems up to 4096.
+
+    Options narrow or replace an axis: every odd shape runs with the dtypes, activations,
+    bias settings and layouts given (so ``-d fp32`` or ``--no-bias -a relu`` get a full
+    set of shapes); the activation and layout sweeps run only when that axis is free.
+    """
+    dtypes = dtypes or SUITE_DTYPES
+    biases = [False, True] if biases is None else biases
+    with_bias = [True] if True in biases else biases
     suite: list[Problem] = []
-    for dtype in SUITE_DTYPES:
-        for (m, n, k), bias in itertools.product(ODD_SHAPES, (False, True)):
-            suite.append(Problem(m, n, k, dtype, "none", bias))
-        for (m, n, k), act in itertools.product([(17, 33, 65), (127, 255, 63)], ACTIVATED):
-            suite.append(Problem(m, n, k, dtype, act, True))
-        for layout in LAYOUTS[1:]:
-            suite.append(Problem(127, 255, 63, dtype, "gelu", True, layout))
+    for dtype in dtypes:
+        for (m, n, k), bias, act, lay in itertools.product(ODD_SHAPES, biases, activations or ["none"],
+                                                            layouts or ["nn"]):
+            suite.append(Problem(m, n, k, dtype, act, bias, lay))
+        if activations is None:
+            for (m, n, k), act, bias in itertools.product([(17, 33, 65), (127, 255, 63)], ACTIVATED, with_bias):
+                suite.append(Problem(m, n, k, dtype, act, bias, (layouts or ["nn"])[0]))
+        if layouts is None:
+            for lay, bias in itertools.product(LAYOUTS[1:], with_bias):
+                suite.append(Problem(127, 255, 63, dtype, (activations or ["gelu"])[0], bias, lay))
         if not runtime.INTERPRETER:
-            for s in GPU_SIZES:
-                suite.append(Problem(s, s, s, dtype, "none", False))
-                suite.append(Problem(s, s, s, dtype, "gelu_tanh", True))
-            suite.append(Problem(4096, 4096, 4096, dtype, "silu", True, "tn"))
-            suite.append(Problem(4096, 4096, 4096, dtype, "leaky_relu", True, "nt"))
-            suite.append(Problem(4095, 4097, 4093, dtype, "relu", True))
-    return suite
+            large = [Problem(s, s, s, dtype, act, bias) for s in GPU_SIZES
+                     for act, bias in (("none", False), ("gelu_tanh", True))]
+            large += [Problem(4096, 4096, 4096, dtype, "silu", True, "tn"),
+                      Problem(4096, 4096, 4096, dtype, "leaky_relu", True, "nt"),
+                      Problem(4095, 4097, 4093, dtype, "relu", True)]
+            suite += [p for p in large if (activations is None or p.activation in activations)
+                      and p.bias in biases and (layouts is None or p.layout in layouts)]
+    return list(dict.fromkeys(suite))  # in order, without repeats
 
 
 def build_suite(
@@ -67,37 +84,26 @@ def build_suite(
     bias: bool | None,
     layouts: list[str] | None,
 ) -> list[Problem]:
-    if sizes is None and not dtypes and not activations and bias is None and not layouts:
-        return default_suite()
-    suite = default_suite() if sizes is None else None
-    if suite is not None:
-        # Filter the default suite by the options given.
-        keep = []
-        for p in suite:
-            if dtypes and p.dtype not in dtypes:
-                continue
-            if activations and p.activation not in activations:
-                continue
-            if bias is not None and p.bias != bias:
-                continue
-            if layouts and p.layout not in layouts:
-                continue
-            keep.append(p)
-        return keep
+    biases = None if bias is None else [bias]
+    if sizes is None:
+        return default_suite(dtypes, activations, biases, layouts)
     return [
         Problem(m, n, k, d, a, b, lay)
         for (m, n, k), d, a, b, lay in itertools.product(
-            sizes,
-            dtypes or SUITE_DTYPES,
-            activations or ["none"],
-            [False, True] if bias is None else [bias],
-            layouts or ["nn"],
+            sizes, dtypes or SUITE_DTYPES, activations or ["none"], biases or [False, True], layouts or ["nn"]
         )
     ]
 
 
-def run_validation(problems: list[Problem], config: KernelConfig | None, seed: int | None) -> list[CheckResult]:
-    return [check_correctness(p, config, seed=None if seed is None else seed + i) for i, p in enumerate(problems)]
+def run_validation(problems: list[Problem], config: KernelConfig | None, seed: int | None,
+                   on_result=None) -> list[CheckResult]:
+    """Check each problem; ``on_result(result)`` runs after each (the history append)."""
+    results = []
+    for i, p in enumerate(problems):
+        results.append(check_correctness(p, config, seed=None if seed is None else seed + i))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
 
 
 def render(results: list[CheckResult]) -> None:
@@ -159,13 +165,14 @@ def validate(
         from autokernel.cli._common import fail
 
         fail("no case matches these options")
-    results = run_validation(problems, cfg, seed)
     run_id = new_run_id()
-    append_history(store, [
-        make_row("validate", r.problem, r.config, status=check_status(r), run_id=run_id, kernel="triton",
-                 rel_error=r.rel_error, max_abs_diff=r.max_abs_diff, error=r.error)
-        for r in results
-    ])
+
+    def record(r: CheckResult) -> None:
+        append_history(store, [make_row("validate", r.problem, r.config, status=check_status(r), run_id=run_id,
+                                        kernel="triton", rel_error=r.rel_error, max_abs_diff=r.max_abs_diff,
+                                        error=r.error)])
+
+    results = run_validation(problems, cfg, seed, on_result=record)
     if json_out:
         print_json([r.to_dict() for r in results])
     else:
