@@ -8,11 +8,12 @@ from autokernel import runtime
 from autokernel.autograd import linear_backward
 from autokernel.config import KernelConfig
 from autokernel.evaluate import reference_activation
+from conftest import FP32_TOL, fp32_tol
 
 DEVICE = runtime.kernel_device()
 SLOPE = 0.01
 # Relative-RMSE bounds: fp32 is exact under the interpreter (tf32 on the GPU).
-TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+TOL = {torch.float32: FP32_TOL, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
 
 def assert_close(got, ref, dtype, what):
@@ -66,7 +67,7 @@ def test_only_requested_gradients(activation, wanted):
     for t, want in zip((x, w, b), wanted):
         t.requires_grad_(want)
     y = autokernel.linear(x, w, b, activation)
-    grad_y = torch.randn(y.shape)
+    grad_y = torch.randn(y.shape).to(DEVICE)
     y.backward(grad_y)
     _, refs = reference_grads(x, w, b, activation, grad_y, wanted)
     refs = iter(refs)
@@ -106,7 +107,7 @@ def test_broadcast_grad_output_from_sum(activation):
     x, w, b = make_inputs((4, 5), 20, 12, torch.float32, seed=7)
     leaves = [t.requires_grad_() for t in (x, w, b)]
     grads = torch.autograd.grad(autokernel.linear(x, w, b, activation).sum(), leaves)
-    _, refs = reference_grads(x, w, b, activation, torch.ones(4, 5, 12), (True, True, True))
+    _, refs = reference_grads(x, w, b, activation, torch.ones(4, 5, 12, device=DEVICE), (True, True, True))
     for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
         assert_close(got, ref, torch.float32, name)
 
@@ -119,13 +120,13 @@ def test_zero_size_dimensions(shape, activation):
     leaves = [t.requires_grad_() for t in (x, w, b)]
     y = autokernel.linear(x, w, b, activation)
     assert y.shape == (m, n)
-    grad_y = torch.randn(m, n)
+    grad_y = torch.randn(m, n).to(DEVICE)
     grads = torch.autograd.grad(y, leaves, grad_y)
     _, refs = reference_grads(x, w, b, activation, grad_y, (True, True, True))
     # Empty reductions give zeros (dX for N = 0, dW and db for M = 0); db for K = 0 is not empty.
     for got, ref, t in zip(grads, refs, leaves):
         assert got.shape == t.shape
-        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, ref, atol=fp32_tol(1e-5), rtol=fp32_tol(1e-5))
 
 
 def test_zero_size_batch_with_leading_dims():
@@ -142,7 +143,7 @@ def test_backward_configs_are_used():
     leaves = [t.requires_grad_() for t in (x, w, b)]
     small = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=1, num_stages=1)
     y = autokernel.linear(x, w, b, "leaky_relu", config=small, dx_config=small, dw_config=small)
-    grad_y = torch.randn(y.shape)
+    grad_y = torch.randn(y.shape).to(DEVICE)
     grads = torch.autograd.grad(y, leaves, grad_y)
     _, refs = reference_grads(x, w, b, "leaky_relu", grad_y, (True, True, True))
     for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
