@@ -9,6 +9,7 @@ from autokernel.config import KernelConfig, default_config
 from autokernel.kernels.epilogue import ACTIVATIONS
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_KERNEL_DEVICE_TYPE = runtime.kernel_device().type
 
 
 def normalize_activation(activation: str | None) -> str:
@@ -24,13 +25,34 @@ def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
-    expected = runtime.kernel_device()
-    if t.device.type != expected.type:
+    if t.device.type != _KERNEL_DEVICE_TYPE:
         where = "the Triton interpreter (no GPU here)" if runtime.INTERPRETER else "the GPU"
-        raise ValueError(f"{name} is on {t.device}; kernels run on {where} and need {expected.type} tensors")
+        raise ValueError(f"{name} is on {t.device}; kernels run on {where} and need {_KERNEL_DEVICE_TYPE} tensors")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
     return t
+
+
+def _check_linear_args(x, weight, bias) -> None:
+    """linear's checks, naming x, weight and bias (every one matmul would make)."""
+    _check_tensor("x", x)
+    _check_tensor("weight", weight, 2)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least 1 dimension, got shape {tuple(x.shape)}")
+    if weight.dtype != x.dtype:
+        raise TypeError(f"weight has dtype {weight.dtype} but x has {x.dtype}; both need one dtype")
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device} but x is on {x.device}")
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"x has {x.shape[-1]} features but weight is {tuple(weight.shape)} (expects in_features = {weight.shape[1]})"
+        )
+    if bias is not None:
+        _check_tensor("bias", bias, 1)
+        if bias.shape[0] != weight.shape[0]:
+            raise ValueError(f"bias has length {bias.shape[0]}, expected out_features = {weight.shape[0]}")
+        if bias.device != x.device:
+            raise ValueError(f"bias is on {bias.device} but x is on {x.device}")
 
 
 def check_matmul_args(a, b, bias=None, out=None) -> None:
@@ -83,7 +105,13 @@ def matmul(
         gives activation(bias) (or activation(0)) broadcast over the rows.
     """
     check_matmul_args(a, b, bias, out)
-    act = normalize_activation(activation)
+    if config is not None and not isinstance(config, KernelConfig):
+        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+    return _matmul_checked(a, b, bias, normalize_activation(activation), slope, config, out)
+
+
+def _matmul_checked(a, b, bias, act: str, slope: float, config: KernelConfig | None, out=None) -> torch.Tensor:
+    """matmul after its arguments were checked (``act`` normalized)."""
     m, k = a.shape
     n = b.shape[1]
     if out is None:
@@ -92,8 +120,6 @@ def matmul(
         return out
     if config is None:
         config = default_config(m, n, k, a.dtype)
-    elif not isinstance(config, KernelConfig):
-        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
     config.check_fits(a.dtype)
     launch(a, b, out, bias, act, slope, config)
     return out
@@ -156,21 +182,16 @@ def linear(
     Returns:
         [..., out_features] in x's dtype.
     """
-    _check_tensor("x", x)
-    _check_tensor("weight", weight, 2)
-    if x.dim() < 1:
-        raise ValueError(f"x must have at least 1 dimension, got shape {tuple(x.shape)}")
-    if x.shape[-1] != weight.shape[1]:
-        raise ValueError(
-            f"x has {x.shape[-1]} features but weight is {tuple(weight.shape)} (expects in_features = {weight.shape[1]})"
-        )
-    lead = x.shape[:-1]
-    x2d = x.reshape(lead.numel(), x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
-        check_matmul_args(x2d, weight.t(), bias)
+    _check_linear_args(x, weight, bias)
+    act = normalize_activation(activation)
+    for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
+        if cfg is not None and not isinstance(cfg, KernelConfig):
+            raise TypeError(f"{name} must be a KernelConfig, got {type(cfg).__name__}")
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         from autokernel.autograd import LinearFunction
 
-        act = normalize_activation(activation)
         return LinearFunction.apply(x, weight, bias, act, float(slope), config, dx_config, dw_config)
-    y = matmul(x2d, weight.t(), bias, activation, slope=slope, config=config)
+    lead = x.shape[:-1]
+    x2d = x.reshape(lead.numel(), x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
+    y = _matmul_checked(x2d, weight.t(), bias, act, slope, config)
     return y.reshape(*lead, weight.shape[0])
