@@ -55,6 +55,11 @@ def _check_linear_args(x, weight, bias) -> None:
             raise ValueError(f"bias is on {bias.device} but x is on {x.device}")
 
 
+def _check_config(name: str, config: object) -> None:
+    if config is not None and not isinstance(config, KernelConfig):
+        raise TypeError(f"{name} must be a KernelConfig, got {type(config).__name__}")
+
+
 def check_matmul_args(a, b, bias=None, out=None) -> None:
     _check_tensor("a", a, 2)
     _check_tensor("b", b, 2)
@@ -105,8 +110,7 @@ def matmul(
         gives activation(bias) (or activation(0)) broadcast over the rows.
     """
     check_matmul_args(a, b, bias, out)
-    if config is not None and not isinstance(config, KernelConfig):
-        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+    _check_config("config", config)
     return _matmul_checked(a, b, bias, normalize_activation(activation), slope, config, out)
 
 
@@ -118,11 +122,17 @@ def _matmul_checked(a, b, bias, act: str, slope: float, config: KernelConfig | N
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0 or n == 0:
         return out
-    if config is None:
-        config = default_config(m, n, k, a.dtype)
-    config.check_fits(a.dtype)
-    launch(a, b, out, bias, act, slope, config)
+    launch(a, b, out, bias, act, slope, resolve_config(config, m, n, k, a.dtype))
     return out
+
+
+def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype) -> KernelConfig:
+    """The config to launch an [M, K] @ [K, N] GEMM with: the given one, else the default,
+    checked against the device's shared memory (ConfigError if it can't fit)."""
+    if config is None:
+        config = default_config(m, n, k, dtype)
+    config.check_fits(dtype)
+    return config
 
 
 def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
@@ -185,8 +195,7 @@ def linear(
     _check_linear_args(x, weight, bias)
     act = normalize_activation(activation)
     for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
-        if cfg is not None and not isinstance(cfg, KernelConfig):
-            raise TypeError(f"{name} must be a KernelConfig, got {type(cfg).__name__}")
+        _check_config(name, cfg)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         from autokernel.autograd import LinearFunction
 

@@ -20,18 +20,8 @@ from __future__ import annotations
 import torch
 
 from autokernel import runtime
-from autokernel.api import launch
-from autokernel.config import KernelConfig, default_config
-
-
-def _config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype) -> KernelConfig:
-    if config is None:
-        config = default_config(m, n, k, dtype)
-    elif not isinstance(config, KernelConfig):
-        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
-    else:
-        config.check_fits(dtype)
-    return config
+from autokernel.api import launch, resolve_config
+from autokernel.config import KernelConfig
 
 
 def saves_output(activation: str, slope: float) -> bool:
@@ -47,7 +37,7 @@ def linear_forward(x2d, weight, bias, activation: str, slope: float, config: Ker
     y = torch.empty((m, n), dtype=x2d.dtype, device=x2d.device)
     z = None if activation == "none" or saves_output(activation, slope) else torch.empty_like(y)
     if m > 0 and n > 0:
-        cfg = _config(config, m, n, k, x2d.dtype)
+        cfg = resolve_config(config, m, n, k, x2d.dtype)
         # One launch: the epilogue stores Z beside Y when backward needs it
         # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
         launch(x2d, weight.t(), y, bias, activation, slope, cfg, z=z)
@@ -101,11 +91,11 @@ def linear_backward(
     if need_dx:
         dx = torch.empty((m, k), dtype=dtype, device=dy.device)
         if m > 0 and k > 0:
-            launch(dz, weight, dx, None, "none", 0.0, _config(dx_config, m, k, n, dtype))
+            launch(dz, weight, dx, None, "none", 0.0, resolve_config(dx_config, m, k, n, dtype))
     if need_dw:
         dw = torch.empty((n, k), dtype=weight.dtype, device=dy.device)
         if n > 0 and k > 0:
-            launch(dz.t(), x, dw, None, "none", 0.0, _config(dw_config, n, k, m, dtype))
+            launch(dz.t(), x, dw, None, "none", 0.0, resolve_config(dw_config, n, k, m, dtype))
     return dx, dw, db
 
 
