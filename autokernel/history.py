@@ -7,8 +7,14 @@ are replaced by spaces), so a torn write spoils at most its own line: the reader
 it with a warning and the next append starts on a fresh line.
 
 Units: ``ms``, ``ms_p20``, ``ms_p80`` in milliseconds; ``tflops`` in 10^12 FLOP/s.
-``timing`` says where a time was taken, "gpu" or "interpreter"; the two are never
-compared with each other.
+``gpu_ms`` is the GPU time per call from CUDA-graph replay (no host launch cost),
+where it was measured. ``note`` is free text a strategy attaches to a trial (an LLM's
+rationale, "re-timed"). ``timing`` says where a time was taken, "gpu" or "interpreter";
+the two are never compared with each other.
+
+A file written with the schema-1 header (no ``gpu_ms``/``note``) is upgraded in place on
+the next append: rewritten under the lock to a temporary file with the new header and
+empty new cells, then renamed over the old one, so no row is lost.
 """
 
 from __future__ import annotations
@@ -36,14 +42,18 @@ from autokernel.timing import timing_label
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 COLUMNS: list[str] = [
     "timestamp", "run_id", "command", "strategy", "generation", "name", "kernel",
     "M", "N", "K", "dtype", "activation", "bias", "layout", "config",
     "status", "ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff",
     "timing", "device", "torch_version", "triton_version", "error", "schema_version",
+    "gpu_ms", "note",
 ]
+
+_COLUMNS_V1 = COLUMNS[: COLUMNS.index("schema_version") + 1]
+"""The header of schema 1, upgraded on the next append."""
 
 STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
 TIMINGS = ("gpu", "interpreter")
@@ -52,7 +62,7 @@ PROBLEM_KEY = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
 """The columns that identify a problem."""
 
 _INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")
-_FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff")
+_FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff", "gpu_ms")
 _LOCK_TIMEOUT_S = 120
 _MAX_LINES_NAMED = 10
 
@@ -173,13 +183,16 @@ class History:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path), timeout=_LOCK_TIMEOUT_S):
+            if self.path.is_file() and self.path.stat().st_size > 0:
+                with open(self.path, "rb") as f:
+                    if self._check_header(f) == 1:
+                        self._upgrade_v1()
             with open(self.path, "a+b") as f:
                 size = f.seek(0, os.SEEK_END)
                 prefix = b""
                 if size == 0:
                     prefix = _encode(COLUMNS).encode()
                 else:
-                    self._check_header(f)
                     f.seek(size - 1)
                     if f.read(1) != b"\n":
                         prefix = b"\n"  # a torn last line: leave it alone, start afresh
@@ -189,7 +202,8 @@ class History:
 
     def check_writable(self) -> None:
         """Raise ValueError or OSError now if appends would fail later: a file that isn't
-        a history of this schema, or a place where none can be created."""
+        a history of this schema (or of schema 1, upgraded on append), or a place where
+        none can be created."""
         if self.path.is_file() and self.path.stat().st_size > 0:
             with open(self.path, "rb") as f:
                 self._check_header(f)
@@ -200,14 +214,38 @@ class History:
         if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
             raise PermissionError(f"cannot create {self.path}: {parent} is not a writable directory")
 
-    def _check_header(self, f: Any) -> None:
+    def _check_header(self, f: Any) -> int:
+        """The schema version of the file's header (2, or 1 for the older header); ValueError otherwise."""
         f.seek(0)
         first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
-        if next(csv.reader([first]), []) != COLUMNS:
-            raise ValueError(
-                f"{self.path} does not start with the history header of schema {SCHEMA_VERSION}; "
-                "move it aside or pass another --history path"
-            )
+        try:
+            header = next(csv.reader([first]), [])
+        except csv.Error:
+            header = []
+        if header == COLUMNS:
+            return SCHEMA_VERSION
+        if header == _COLUMNS_V1:
+            return 1
+        raise ValueError(
+            f"{self.path} does not start with the history header of schema {SCHEMA_VERSION}; "
+            "move it aside or pass another --history path"
+        )
+
+    def _upgrade_v1(self) -> None:
+        """Rewrite a schema-1 file with the current header, each row padded with empty new
+        cells; written beside it, fsynced, then renamed over it (caller holds the lock)."""
+        pad = "," * (len(COLUMNS) - len(_COLUMNS_V1))
+        tmp = self.path.with_name(self.path.name + ".upgrade")
+        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            src.readline()
+            dst.write(_encode(COLUMNS).encode())
+            for line in src:
+                body = line.rstrip(b"\r\n")
+                if body.strip():
+                    dst.write(body + pad.encode() + b"\n")
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
 
     def read(self) -> "pd.DataFrame":
         """All well-formed rows as a DataFrame with COLUMNS, in file order.

@@ -1,0 +1,134 @@
+"""The search space of kernel configs for one problem, and the constraints that prune
+impossible configs before anything is compiled."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator
+
+import torch
+
+from autokernel import runtime
+from autokernel.config import KernelConfig
+from autokernel.problem import Problem
+
+# What each KernelConfig field may take while tuning on a GPU (a subset of what
+# KernelConfig accepts: the values that were ever competitive on the H100).
+GPU_CHOICES: dict[str, tuple] = {
+    "block_m": (16, 32, 64, 128, 256),
+    "block_n": (32, 64, 128, 256),
+    "block_k": (32, 64, 128),
+    "group_m": (1, 8, 16),
+    "num_warps": (4, 8),
+    "num_stages": (3, 4, 5),
+    "variant": ("grouped", "tma"),
+}
+_MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
+_MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
+
+# Under the interpreter each program is Python: small tiles, one stage, few warps.
+INTERPRETER_CHOICES: dict[str, tuple] = {
+    "block_m": (16, 32, 64),
+    "block_n": (16, 32, 64),
+    "block_k": (16, 32),
+    "group_m": (1, 8),
+    "num_warps": (1, 2, 4),
+    "num_stages": (1, 2),
+    "variant": ("grouped",),
+}
+
+PARAMS = tuple(GPU_CHOICES)
+"""The tuned KernelConfig fields, in a fixed order (strategies and replay files use it)."""
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The configs worth trying for ``problem``: the cross product of ``choices`` minus
+    those ``why_invalid`` rejects.
+
+    ``smem_limit`` is the device's shared memory per program in bytes (None: no limit,
+    the interpreter); ``tma`` whether the Hopper TMA kernel can run here.
+    """
+
+    problem: Problem
+    choices: dict[str, tuple] = field(default_factory=lambda: dict(GPU_CHOICES))
+    smem_limit: int | None = None
+    tma: bool = False
+
+    @classmethod
+    def for_problem(cls, problem: Problem, **overrides: Any) -> "SearchSpace":
+        """The space on this machine: the GPU's choices and limits, or the interpreter's."""
+        if runtime.INTERPRETER:
+            space = cls(problem, dict(INTERPRETER_CHOICES), None, False)
+        else:
+            space = cls(problem, dict(GPU_CHOICES), runtime.shared_memory_limit(), runtime.has_tma())
+        return replace(space, **overrides) if overrides else space
+
+    @property
+    def on_gpu(self) -> bool:
+        """A space for a GPU (it has a shared-memory limit), where register and tile-width
+        rules apply; the interpreter's space has neither."""
+        return self.smem_limit is not None
+
+    def why_invalid(self, config: KernelConfig) -> str | None:
+        """Why ``config`` cannot run (or is pointless) for this problem here, or None."""
+        p = self.problem
+        for name in PARAMS:
+            if getattr(config, name) not in self.choices[name]:
+                return f"{name}={getattr(config, name)} is outside the space {self.choices[name]}"
+        if config.variant == "tma" and not (self.tma or runtime.INTERPRETER):
+            return "the TMA kernel needs a Hopper GPU and Triton >= 3.4"
+        if config.variant == "tma" and p.torch_dtype not in (torch.float16, torch.bfloat16):
+            return "the TMA kernel takes float16 and bfloat16 only"
+        if self.smem_limit is not None:
+            need = config.shared_memory_bytes(p.torch_dtype)
+            if need > self.smem_limit:
+                return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
+        acc_regs = config.block_m * config.block_n // (32 * config.num_warps)
+        if self.on_gpu and acc_regs > _MAX_ACC_REGS:
+            return f"a {config.block_m}x{config.block_n} tile on {config.num_warps} warps needs {acc_regs} accumulator registers per thread"
+        for dim, size in (("block_m", p.m), ("block_n", p.n)):
+            floor = min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))
+            if self.on_gpu and getattr(config, dim) < floor:
+                return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({dim[-1].upper()}={size})"
+        # Fit to the shape: a tile dimension more than twice the (rounded-up) problem
+        # dimension only computes padding.
+        for dim, size in (("block_m", p.m), ("block_n", p.n), ("block_k", p.k)):
+            smallest = min(self.choices[dim])
+            if getattr(config, dim) > max(smallest, _next_pow2(max(size, 1))):
+                return f"{dim}={getattr(config, dim)} exceeds the problem's {dim[-1].upper()}={size}"
+        # group_m beyond the tile-rows there are behaves like the smallest group that covers them.
+        tiles_m = -(-p.m // config.block_m)
+        covering = [g for g in self.choices["group_m"] if g >= tiles_m]
+        if covering and config.group_m > min(covering):
+            return f"group_m={config.group_m} acts as {min(covering)}: the problem has {tiles_m} tile-rows"
+        return None
+
+    def contains(self, config: KernelConfig) -> bool:
+        return self.why_invalid(config) is None
+
+    def __iter__(self) -> Iterator[KernelConfig]:
+        """Every valid config, in a deterministic order."""
+        for values in itertools.product(*(self.choices[name] for name in PARAMS)):
+            params = dict(zip(PARAMS, values))
+            if params["block_m"] * params["block_n"] < params["num_warps"] * 256:
+                continue  # KernelConfig's own warps-vs-tile rule, checked without pydantic
+            config = KernelConfig(**params)
+            if self.why_invalid(config) is None:
+                yield config
+
+    def configs(self) -> list[KernelConfig]:
+        return list(self)
+
+    def size(self) -> int:
+        return sum(1 for _ in self)
+
+
+def config_key(config: KernelConfig) -> tuple:
+    """The tuned fields of a config as a hashable key (for deduplication)."""
+    return tuple(getattr(config, name) for name in PARAMS)

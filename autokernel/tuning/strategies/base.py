@@ -1,0 +1,102 @@
+"""The one protocol every strategy follows, and what it reads: the problem's trials so far."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from autokernel.config import ConfigError, KernelConfig
+from autokernel.tuning.space import SearchSpace, config_key
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from autokernel.problem import Problem
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One finished trial of a config, as a strategy sees it.
+
+    ``ms`` is the ranking time (GPU time where it was measured, else the timer's median);
+    None unless ``status`` is "success". ``error`` says why a failed trial failed.
+    """
+
+    config: KernelConfig
+    status: str
+    ms: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success" and self.ms is not None
+
+
+class Strategy(Protocol):
+    """Proposes the next configs to try. Never launches kernels, never writes files.
+
+    ``propose`` returns at most ``n`` configs, each valid in ``space`` (``space.contains``),
+    unique, and not already in ``history``; fewer (possibly none) when the space has no
+    more. A strategy built with the same seed proposes the same configs for the same
+    space and history.
+    """
+
+    name: str
+
+    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
+
+
+def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
+                 timing: str | None = None) -> list[Observation]:
+    """The Triton trials of ``problem`` in a history frame, oldest first, as Observations.
+
+    Filtered to ``device`` and ``timing`` when given (never mix GPUs or the interpreter).
+    Ranks by ``gpu_ms`` where measured, else ``ms``. Rows whose config does not parse are
+    skipped.
+    """
+    if df.empty:
+        return []
+    sel = (
+        (df["M"] == problem.m) & (df["N"] == problem.n) & (df["K"] == problem.k)
+        & (df["dtype"] == problem.dtype) & (df["activation"].fillna("none") == problem.activation)
+        & (df["bias"].fillna(False) == problem.bias) & (df["layout"].fillna("nn") == problem.layout)
+        & (df["kernel"].fillna("triton") == "triton") & df["config"].notna()
+    )
+    if device is not None:
+        sel &= df["device"] == device
+    if timing is not None:
+        sel &= df["timing"] == timing
+    out = []
+    for row in df[sel].to_dict(orient="records"):
+        try:
+            config = KernelConfig.from_dict(json.loads(row["config"]))
+        except (ConfigError, ValueError, TypeError):
+            continue
+        ms = row.get("gpu_ms")
+        if ms is None or ms != ms:
+            ms = row.get("ms")
+        ms = None if ms is None or ms != ms else float(ms)
+        status = str(row["status"])
+        out.append(Observation(config, status, ms if status == "success" else None, row.get("error")))
+    return out
+
+
+def tried_keys(history: Sequence[Observation]) -> set[tuple]:
+    """The tuned fields of every config already in ``history``."""
+    return {config_key(o.config) for o in history}
+
+
+def fresh(candidates, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    """The first ``n`` of ``candidates`` that are neither in ``history`` nor repeated."""
+    seen = tried_keys(history)
+    out = []
+    for config in candidates:
+        key = config_key(config)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(config)
+        if len(out) == n:
+            break
+    return out
