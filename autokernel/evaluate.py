@@ -144,7 +144,9 @@ class Trial:
 
     ``kernel`` is "triton" or one of TORCH_KERNELS; ``config`` is None for torch. Times in
     milliseconds (median, 20th and 80th percentile), ``tflops`` in 10^12 FLOP/s; ``timing``
-    is "gpu" or "interpreter". On failure ``status`` says which kind and ``error`` why.
+    is "gpu" or "interpreter". ``gpu_ms`` is the GPU time per call without host launch
+    cost (CUDA-graph replay), where measured; tuning ranks by it. ``note`` is free text
+    (an LLM's rationale, "re-timed"). On failure ``status`` says which kind and ``error`` why.
     """
 
     problem: Problem
@@ -159,6 +161,13 @@ class Trial:
     max_abs_diff: float | None = None
     timing: str | None = None
     error: str | None = None
+    gpu_ms: float | None = None
+    note: str | None = None
+
+    @property
+    def rank_ms(self) -> float | None:
+        """The time tuning ranks by: GPU time where measured, else the timer's median."""
+        return self.gpu_ms if self.gpu_ms is not None else self.ms
 
     @property
     def ok(self) -> bool:
@@ -176,6 +185,7 @@ class Trial:
             "kernel": self.kernel, "ms": self.ms, "ms_p20": self.p20, "ms_p80": self.p80,
             "tflops": self.tflops, "rel_error": self.rel_error, "max_abs_diff": self.max_abs_diff,
             "timing": self.timing or timing_label(), "error": self.error,
+            "gpu_ms": self.gpu_ms, "note": self.note,
         }
 
 
