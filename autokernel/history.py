@@ -9,8 +9,8 @@ it with a warning and the next append starts on a fresh line.
 Units: ``ms``, ``ms_p20``, ``ms_p80`` in milliseconds; ``tflops`` in 10^12 FLOP/s.
 ``gpu_ms`` is the GPU time per call from CUDA-graph replay (no host launch cost),
 where it was measured. ``note`` is free text a strategy attaches to a trial (an LLM's
-rationale, "re-timed"). ``timing`` says where a time was taken, "gpu" or "interpreter";
-the two are never compared with each other.
+rationale, "re-timed"). ``timing`` says where a time was taken, "gpu" or "interpreter", or "replay" for a trial
+answered from a recorded sweep (tune --replay); they are never compared with each other.
 
 A file written with the schema-1 header (no ``gpu_ms``/``note``) is upgraded in place on
 the next append: rewritten under the lock to a temporary file with the new header and
@@ -56,7 +56,7 @@ _COLUMNS_V1 = COLUMNS[: COLUMNS.index("schema_version") + 1]
 """The header of schema 1, upgraded on the next append."""
 
 STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
-TIMINGS = ("gpu", "interpreter")
+TIMINGS = ("gpu", "interpreter", "replay")
 
 PROBLEM_KEY = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
 """The columns that identify a problem."""

@@ -51,29 +51,27 @@ class SearchSpace:
     """The configs worth trying for ``problem``: the cross product of ``choices`` minus
     those ``why_invalid`` rejects.
 
-    ``smem_limit`` is the device's shared memory per program in bytes (None: no limit,
-    the interpreter); ``tma`` whether the Hopper TMA kernel can run here.
+    ``smem_limit`` is the device's shared memory per program in bytes (None: not
+    checked); ``tma`` whether the Hopper TMA kernel can run here.
     """
 
     problem: Problem
     choices: dict[str, tuple] = field(default_factory=lambda: dict(GPU_CHOICES))
     smem_limit: int | None = None
     tma: bool = False
+    gpu: bool = False
+    """A space for a GPU: register-pressure and tile-width rules apply (not under the interpreter)."""
+    allowed: frozenset[tuple] | None = None
+    """When set, only these configs (by config_key) are in the space: a replayed sweep."""
 
     @classmethod
     def for_problem(cls, problem: Problem, **overrides: Any) -> "SearchSpace":
         """The space on this machine: the GPU's choices and limits, or the interpreter's."""
         if runtime.INTERPRETER:
-            space = cls(problem, dict(INTERPRETER_CHOICES), None, False)
+            space = cls(problem, dict(INTERPRETER_CHOICES))
         else:
-            space = cls(problem, dict(GPU_CHOICES), runtime.shared_memory_limit(), runtime.has_tma())
+            space = cls(problem, dict(GPU_CHOICES), runtime.shared_memory_limit(), runtime.has_tma(), gpu=True)
         return replace(space, **overrides) if overrides else space
-
-    @property
-    def on_gpu(self) -> bool:
-        """A space for a GPU (it has a shared-memory limit), where register and tile-width
-        rules apply; the interpreter's space has neither."""
-        return self.smem_limit is not None
 
     def why_invalid(self, config: KernelConfig) -> str | None:
         """Why ``config`` cannot run (or is pointless) for this problem here, or None."""
@@ -81,6 +79,8 @@ class SearchSpace:
         for name in PARAMS:
             if getattr(config, name) not in self.choices[name]:
                 return f"{name}={getattr(config, name)} is outside the space {self.choices[name]}"
+        if self.allowed is not None and config_key(config) not in self.allowed:
+            return "not in the replayed sweep"
         if config.variant == "tma" and not (self.tma or runtime.INTERPRETER):
             return "the TMA kernel needs a Hopper GPU and Triton >= 3.4"
         if config.variant == "tma" and p.torch_dtype not in (torch.float16, torch.bfloat16):
@@ -90,11 +90,11 @@ class SearchSpace:
             if need > self.smem_limit:
                 return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
         acc_regs = config.block_m * config.block_n // (32 * config.num_warps)
-        if self.on_gpu and acc_regs > _MAX_ACC_REGS:
+        if self.gpu and acc_regs > _MAX_ACC_REGS:
             return f"a {config.block_m}x{config.block_n} tile on {config.num_warps} warps needs {acc_regs} accumulator registers per thread"
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
             floor = min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))
-            if self.on_gpu and getattr(config, dim) < floor:
+            if self.gpu and getattr(config, dim) < floor:
                 return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({dim[-1].upper()}={size})"
         # Fit to the shape: a tile dimension more than twice the (rounded-up) problem
         # dimension only computes padding.
@@ -108,6 +108,15 @@ class SearchSpace:
         if covering and config.group_m > min(covering):
             return f"group_m={config.group_m} acts as {min(covering)}: the problem has {tiles_m} tile-rows"
         return None
+
+    def canonical(self, config: KernelConfig) -> KernelConfig:
+        """``config`` with a group_m past the problem's tile-rows replaced by the smallest
+        group in the space that covers them (they launch the same tile order)."""
+        tiles_m = -(-self.problem.m // config.block_m)
+        covering = [g for g in self.choices["group_m"] if g >= tiles_m]
+        if covering and config.group_m > min(covering):
+            return config.model_copy(update={"group_m": min(covering)})
+        return config
 
     def contains(self, config: KernelConfig) -> bool:
         return self.why_invalid(config) is None

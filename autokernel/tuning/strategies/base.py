@@ -47,38 +47,49 @@ class Strategy(Protocol):
     def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
 
 
-def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
-                 timing: str | None = None) -> list[Observation]:
-    """The Triton trials of ``problem`` in a history frame, oldest first, as Observations.
-
-    Filtered to ``device`` and ``timing`` when given (never mix GPUs or the interpreter).
-    Ranks by ``gpu_ms`` where measured, else ``ms``. Rows whose config does not parse are
-    skipped.
-    """
-    if df.empty:
-        return []
-    sel = (
+def problem_mask(df: "pd.DataFrame", problem: "Problem") -> "pd.Series":
+    """The rows of a history frame that measured ``problem`` (any kernel)."""
+    return (
         (df["M"] == problem.m) & (df["N"] == problem.n) & (df["K"] == problem.k)
         & (df["dtype"] == problem.dtype) & (df["activation"].fillna("none") == problem.activation)
         & (df["bias"].fillna(False) == problem.bias) & (df["layout"].fillna("nn") == problem.layout)
-        & (df["kernel"].fillna("triton") == "triton") & df["config"].notna()
     )
+
+
+def problem_rows(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
+                 timing: str | None = None) -> list[tuple[KernelConfig, dict]]:
+    """(config, row) for the Triton trials of ``problem`` in a history frame, oldest first,
+    filtered to ``device`` and ``timing`` when given (never mix GPUs or the interpreter).
+    Rows whose config does not parse are skipped."""
+    if df.empty:
+        return []
+    sel = problem_mask(df, problem) & (df["kernel"].fillna("triton") == "triton") & df["config"].notna()
     if device is not None:
         sel &= df["device"] == device
     if timing is not None:
         sel &= df["timing"] == timing
+    from autokernel.history import to_records
+
     out = []
-    for row in df[sel].to_dict(orient="records"):
+    for row in to_records(df[sel]):
         try:
             config = KernelConfig.from_dict(json.loads(row["config"]))
         except (ConfigError, ValueError, TypeError):
             continue
-        ms = row.get("gpu_ms")
-        if ms is None or ms != ms:
-            ms = row.get("ms")
-        ms = None if ms is None or ms != ms else float(ms)
+        out.append((config, row))
+    return out
+
+
+def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
+                 timing: str | None = None) -> list[Observation]:
+    """The Triton trials of ``problem`` in a history frame as Observations (see
+    problem_rows); ranked by ``gpu_ms`` where measured, else ``ms``."""
+    out = []
+    for config, row in problem_rows(df, problem, device=device, timing=timing):
+        ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
         status = str(row["status"])
-        out.append(Observation(config, status, ms if status == "success" else None, row.get("error")))
+        ok = status == "success" and ms is not None
+        out.append(Observation(config, status, float(ms) if ok else None, row["error"]))
     return out
 
 

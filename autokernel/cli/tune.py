@@ -1,0 +1,366 @@
+"""`autokernel tune` and `autokernel loop`: propose, evaluate and record configs, generation after generation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from autokernel.cli._common import (
+    EXIT_FAILED,
+    ActivationOpt,
+    DtypeOpt,
+    HistoryOpt,
+    InterpretOpt,
+    JsonOpt,
+    KOpt,
+    MOpt,
+    NOpt,
+    SizeOpt,
+    console,
+    err_console,
+    fail,
+    fmt,
+    history_store,
+    print_json,
+    problem_sizes,
+    user_errors,
+    warn,
+)
+
+if TYPE_CHECKING:
+    from autokernel.evaluate import Trial
+    from autokernel.problem import Problem
+    from autokernel.tuning.loop import StopRules, TuneResult
+
+EXIT_INTERRUPTED = 130
+GPU_SIZE = 4096
+INTERPRETER_SIZE = 64
+
+GenerationsOpt = Annotated[int, typer.Option("--generations", "-g", help="Generations to run (each proposes --per-generation configs).")]
+PerGenOpt = Annotated[int, typer.Option("--per-generation", "-n", help="Configs proposed and evaluated per generation.")]
+StrategyOpt = Annotated[
+    str, typer.Option("--strategy", help="auto (LLM-seeded optuna where a key or base URL is set, else optuna), "
+                                         "optuna, random, grid or llm.")
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed the strategy, for reproducible runs.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best time so far per trial) to this PNG.")]
+ReplayOpt = Annotated[
+    Path | None, typer.Option("--replay", help="Answer from a recorded sweep (a history CSV) instead of running kernels.")
+]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds one candidate may take (compile, check, time) before it is killed.")]
+LayoutOpt = Annotated[
+    str, typer.Option("--layout", help="nn (row-major B), nt (B is an [N, K] weight's .t(), as in nn.Linear), tn or tt.")
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="The LLM for --strategy llm/auto (else $AUTOKERNEL_LLM_MODEL).")]
+
+
+@dataclasses.dataclass
+class TuneOptions:
+    generations: int
+    per_generation: int
+    strategy: str
+    seed: int | None
+    timeout: float
+    model: str | None
+    replay: Path | None
+
+
+def tune(
+    size: SizeOpt = None,
+    m: MOpt = None,
+    n: NOpt = None,
+    k: KOpt = None,
+    dtype: DtypeOpt = None,
+    activation: ActivationOpt = None,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")] = False,
+    layout: LayoutOpt = "nn",
+    generations: GenerationsOpt = 5,
+    per_generation: PerGenOpt = 8,
+    strategy: StrategyOpt = "auto",
+    seed: SeedOpt = None,
+    history: HistoryOpt = None,
+    interpret: InterpretOpt = False,
+    replay: ReplayOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Tune kernel configs for each problem: a strategy proposes, each candidate is checked
+    and timed in an isolated worker, every trial goes to the history.
+
+    A second run on the same history continues where the first stopped. Ctrl-C keeps
+    every finished trial. Ends with the learning curve per generation and the winner
+    against cuBLAS (torch.matmul / addmm + activation).
+    """
+    with user_errors():
+        problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
+        options = _options(generations, per_generation, strategy, seed, timeout, model, replay)
+    run(problems, options, history, json_out, plot, command="tune")
+
+
+def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay) -> list["Problem"]:
+    import itertools
+
+    from autokernel.api import normalize_activation
+    from autokernel.cli._common import require_timing_mode
+    from autokernel.problem import Problem, parse_dtype
+
+    sizes = problem_sizes(size, m, n, k)
+    dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]
+    acts = [normalize_activation(a) for a in activation] if activation else ["none"]
+    if replay is None:
+        require_timing_mode(interpret)
+    elif interpret:
+        fail("--replay answers from a recorded sweep: --interpret does not apply")
+    if sizes is None:
+        from autokernel import runtime
+
+        s = INTERPRETER_SIZE if (runtime.INTERPRETER and replay is None) else GPU_SIZE
+        sizes = [(s, s, s)]
+    return [Problem(mm, nn, kk, d, a, bias, layout) for (mm, nn, kk), d, a in itertools.product(sizes, dtypes, acts)]
+
+
+def _options(generations, per_generation, strategy, seed, timeout, model, replay) -> TuneOptions:
+    from autokernel.tuning.strategies import STRATEGIES
+
+    if generations < 1:
+        fail(f"--generations must be >= 1, got {generations}")
+    if per_generation < 1:
+        fail(f"--per-generation must be >= 1, got {per_generation}")
+    if timeout <= 0:
+        fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if strategy not in STRATEGIES:
+        fail(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if replay is not None and not replay.is_file():
+        fail(f"--replay file {replay} does not exist")
+    return TuneOptions(generations, per_generation, strategy, seed, timeout, model, replay)
+
+
+def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
+        *, command: str, stop: "StopRules | None" = None) -> None:
+    """Tune each problem in turn; render, write JSON and the plot; exit 130 on Ctrl-C."""
+    from autokernel.history import new_run_id
+
+    store = history_store(history)
+    if plot is not None:
+        _check_plot_path(plot)
+    run_id = new_run_id()
+    results: list[dict[str, Any]] = []
+    saved = [0]  # trials of this run on disk, for the interrupt message
+    evaluator = None
+    try:
+        with user_errors():
+            evaluator, device, timing = _evaluator(options)
+        for problem in problems:
+            with user_errors():
+                strategy = _strategy(options)
+            results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
+                                     stop, saved, quiet=json_out))
+    except KeyboardInterrupt:
+        if evaluator is not None:
+            evaluator.close()
+        err_console.print(f"interrupted, {saved[0]} trial(s) of this run saved in {store.path}", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+    if plot is not None:
+        _write_plot(plot, results)
+    if json_out:
+        print_json([_to_json(o) for o in results])
+    else:
+        for outcome in results:
+            _render(outcome)
+        if plot is not None:
+            console.print(f"learning curve written to {plot}", highlight=False)
+    if not any(o["result"].best is not None for o in results):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _evaluator(options: TuneOptions):
+    """The evaluator and the (device, timing) whose history rows the strategy reads."""
+    from autokernel import runtime
+    from autokernel.timing import timing_label
+
+    if options.replay is not None:
+        from autokernel.tuning.replay import ReplayEvaluator
+
+        ev = ReplayEvaluator(options.replay)
+        return ev, ev.device, ev.timing
+    from autokernel.tuning.worker import WorkerEvaluator
+
+    return WorkerEvaluator(timeout_s=options.timeout), runtime.device_name(), timing_label()
+
+
+def _strategy(options: TuneOptions):
+    from autokernel.tuning.strategies import make_strategy
+
+    extra = {"model": options.model} if options.model else {}
+    return make_strategy(options.strategy, seed=options.seed, **extra)
+
+
+def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id: str, device: str, timing: str,
+              command: str, stop, saved: list[int], *, quiet: bool) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autokernel.tuning import loop
+    from autokernel.tuning.space import SearchSpace
+
+    space = evaluator.space(problem) if hasattr(evaluator, "space") else SearchSpace.for_problem(problem)
+    df = store.read()
+    seeds = loop.prior_configs(problem, space, df, device=device, timing=timing)
+    total = options.generations * options.per_generation
+    if stop is not None and stop.max_trials is not None:
+        total = min(total, stop.max_trials)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err_console, transient=True, disable=quiet or not err_console.is_terminal)
+    best_ms: list[float] = []
+
+    def on_trial(trial: "Trial") -> None:
+        saved[0] += 1
+        if trial.ok and trial.rank_ms is not None:
+            best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
+        best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
+        progress.update(task, advance=1, description=f"{problem.label()} · {strategy.name} · {best}")
+
+    with progress:
+        task = progress.add_task(f"{problem.label()} · {strategy.name}", total=total)
+        result = loop.tune(problem, strategy=strategy, evaluator=evaluator, store=store, space=space,
+                           generations=options.generations, per_generation=options.per_generation, run_id=run_id,
+                           device=device, timing=timing, command=command, seeds=seeds, stop=stop, on_trial=on_trial)
+    for event in result.events:
+        warn(event)
+    baseline = _baseline(problem, evaluator, store, run_id, command)
+    return {"result": result, "baseline": baseline, "space_size": space.size()}
+
+
+def _baseline(problem, evaluator, store, run_id: str, command: str) -> "Trial | None":
+    """cuBLAS (torch) on the same problem: measured now and recorded, or, when replaying,
+    the sweep's own torch row."""
+    from autokernel.cli._common import append_history, trial_row
+    from autokernel.evaluate import evaluate_torch
+
+    if hasattr(evaluator, "baseline"):
+        return evaluator.baseline(problem)
+    trial = evaluate_torch(problem, "torch")
+    append_history(store, [trial_row(command, trial, run_id, "torch")])
+    return trial
+
+
+def _speedup(result: "TuneResult", baseline: "Trial | None") -> float | None:
+    """cuBLAS time / our time, on the timer's median (the same clock for both)."""
+    best = _best_trial(result)
+    if baseline is None or not baseline.ok or best is None:
+        return None
+    ours = best.get("ms")
+    return baseline.ms / ours if ours else None
+
+
+def _best_trial(result: "TuneResult") -> dict | None:
+    """The winning trial's numbers: from this run's trials, or the best observation of earlier runs."""
+    if result.best is None:
+        return None
+    from autokernel.tuning.space import config_key
+
+    key = config_key(result.best.config)
+    for t in sorted((t for t in result.trials if t.ok), key=lambda t: t.rank_ms):
+        if config_key(t.config) == key:
+            return {"config": t.config, "ms": t.ms, "gpu_ms": t.gpu_ms, "tflops": t.tflops, "rank_ms": t.rank_ms,
+                    "this_run": True}
+    return {"config": result.best.config, "ms": None, "gpu_ms": None, "tflops": None, "rank_ms": result.best.ms,
+            "this_run": False}
+
+
+def _render(outcome: dict) -> None:
+    from autokernel.timing import tflops
+
+    result: "TuneResult" = outcome["result"]
+    baseline = outcome["baseline"]
+    p = result.problem
+    table = Table(title=f"autokernel tune · {p.label()} · {result.strategy} · {outcome['space_size']} configs in the space")
+    for name in ("generation", "trials", "ok", "gen best ms", "best so far ms", "TFLOP/s", "best config"):
+        table.add_column(name, justify="left" if name == "best config" else "right")
+    for g in result.generations:
+        table.add_row(str(g.generation), str(g.trials), str(g.ok), fmt(g.gen_best_ms), fmt(g.best_ms),
+                      fmt(tflops(p.flops, g.best_ms), 1), g.best_config.short() if g.best_config else "-")
+    console.print(table)
+    best = _best_trial(result)
+    prior = f" (plus {result.prior_trials} from earlier runs)" if result.prior_trials else ""
+    console.print(f"{len(result.trials)} trial(s) this run{prior}, {result.failed} failed; stopped: {result.stopped}",
+                  highlight=False)
+    if best is None:
+        console.print("[red]no successful config[/]")
+        return
+    line = f"winner {best['config'].short()}: {fmt(best['rank_ms'])} ms ranked"
+    if best["ms"] is not None:
+        line += f" (median {fmt(best['ms'])} ms, GPU {fmt(best['gpu_ms'])} ms)"
+    if baseline is not None and baseline.ok:
+        speedup = _speedup(result, baseline)
+        line += f" · cuBLAS {fmt(baseline.ms)} ms" + (f" · speedup {speedup:.2f}x" if speedup else "")
+    elif baseline is not None:
+        line += f" · cuBLAS {baseline.status}: {baseline.error}"
+    console.print(line, highlight=False)
+
+
+def _to_json(outcome: dict) -> dict:
+    result: "TuneResult" = outcome["result"]
+    baseline = outcome["baseline"]
+    best = _best_trial(result)
+    if best is not None:
+        best = {**best, "config": best["config"].model_dump()}
+    return {
+        "problem": result.problem.to_dict(), "strategy": result.strategy, "run_id": result.run_id,
+        "space_size": outcome["space_size"], "prior_trials": result.prior_trials, "trials": len(result.trials),
+        "failed": result.failed, "stopped": result.stopped, "events": result.events,
+        "generations": [g.to_dict() for g in result.generations], "best": best,
+        "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
+    }
+
+
+def _check_plot_path(path: Path) -> None:
+    if path.suffix.lower() != ".png":
+        fail(f"--plot writes a PNG: give a path ending in .png, got {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot write --plot {path}: {exc.strerror}")
+
+
+def _write_plot(path: Path, results: list[dict]) -> None:
+    """Best time so far against trial number, one line per problem (this run's trials)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for outcome in results:
+        result: "TuneResult" = outcome["result"]
+        curve, best = [], None
+        for t in result.trials:
+            if t.ok and t.rank_ms is not None:
+                best = t.rank_ms if best is None else min(best, t.rank_ms)
+            curve.append(best)
+        xs = [i + 1 for i, v in enumerate(curve) if v is not None]
+        ax.plot(xs, [v for v in curve if v is not None], marker=".", label=f"{result.problem.label()} ({result.strategy})")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("best time so far (ms)")
+    ax.set_title("autokernel tune: learning curve")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        fail(f"cannot write --plot {path}: {exc.strerror}")
+    finally:
+        plt.close(fig)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="tune")(tune)

@@ -1,0 +1,215 @@
+"""The tuning loop: propose -> evaluate -> record -> feed back, generation after generation.
+
+Every trial is appended to the history (flushed) the moment it is final, so an
+interrupted run loses nothing it measured, and a second run on the same history picks
+up where the first stopped: the strategy sees every earlier trial of the problem (same
+device, same timing kind) and generations are numbered on from the last.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial
+from autokernel.problem import Problem
+from autokernel.tuning.evaluator import Evaluator
+from autokernel.tuning.space import SearchSpace, config_key
+from autokernel.tuning.strategies.base import Observation, Strategy, observations, problem_rows
+
+
+@dataclass
+class StopRules:
+    """When to stop before the generations run out (None: rule off).
+
+    patience: generations in a row whose best-so-far improved by less than ``min_gain``
+    (a fraction: 0.01 is 1 %). max_trials: new trials in this run. time_budget_s: wall
+    seconds since the start (checked between generations).
+    """
+
+    patience: int | None = None
+    min_gain: float = 0.01
+    max_trials: int | None = None
+    time_budget_s: float | None = None
+
+
+@dataclass
+class Generation:
+    """One generation's outcome; ``best_ms`` is the best so far, earlier runs included."""
+
+    generation: int
+    trials: int
+    ok: int
+    gen_best_ms: float | None
+    best_ms: float | None
+    best_config: KernelConfig | None
+    elapsed_s: float
+    stats: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "generation": self.generation, "trials": self.trials, "ok": self.ok, "gen_best_ms": self.gen_best_ms,
+            "best_ms": self.best_ms, "best_config": None if self.best_config is None else self.best_config.model_dump(),
+            "elapsed_s": self.elapsed_s, "stats": self.stats,
+        }
+
+
+@dataclass
+class TuneResult:
+    problem: Problem
+    strategy: str
+    run_id: str
+    generations: list[Generation]
+    trials: list[Trial]
+    best: Observation | None
+    prior_trials: int
+    stopped: str = "generations"
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(not t.ok for t in self.trials)
+
+
+def best_of(history: Sequence[Observation]) -> Observation | None:
+    return min((o for o in history if o.ok), key=lambda o: o.ms, default=None)
+
+
+def tune(
+    problem: Problem,
+    *,
+    strategy: Strategy,
+    evaluator: Evaluator,
+    store,
+    space: SearchSpace,
+    generations: int,
+    per_generation: int,
+    run_id: str,
+    device: str,
+    timing: str,
+    command: str = "tune",
+    seeds: Sequence[KernelConfig] = (),
+    stop: StopRules | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+    on_generation: Callable[[Generation], None] | None = None,
+) -> TuneResult:
+    """Tune ``problem`` for up to ``generations`` generations of ``per_generation`` configs.
+
+    ``seeds`` (e.g. the default config, the best configs of other problems) are tried
+    first when the problem has no trials yet. ``store`` is the History every trial is
+    appended to (rows carry the run id, generation, strategy and the strategy's note).
+    A KeyboardInterrupt propagates after the trials finished so far are on disk.
+    """
+    from autokernel.history import make_row
+
+    stop = stop or StopRules()
+    df = store.read()
+    history = observations(df, problem, device=device, timing=timing)
+    rows = problem_rows(df, problem, device=device, timing=timing)
+    first_gen = 1 + max((int(r["generation"]) for _, r in rows if r["generation"] is not None), default=0)
+    result = TuneResult(problem, strategy.name, run_id, [], [], best_of(history), len(history))
+    started = time.perf_counter()
+    stale = 0
+
+    for gen in range(first_gen, first_gen + generations):
+        budget = per_generation
+        if stop.max_trials is not None:
+            budget = min(budget, stop.max_trials - len(result.trials))
+        if budget <= 0:
+            result.stopped = "max_trials"
+            break
+        proposals: list[KernelConfig] = []
+        if not history and seeds:
+            proposals = _fresh_valid(seeds, space, history, budget)
+        if len(proposals) < budget:
+            # The strategy sees the seeds as pending: it must not propose them again.
+            pending = [Observation(c, "pending") for c in proposals]
+            proposals += _fresh_valid(strategy.propose(space, [*history, *pending], budget - len(proposals)),
+                                      space, [*history, *pending], budget - len(proposals))
+        if not proposals:
+            result.stopped = "space exhausted"
+            break
+        notes = getattr(strategy, "notes", None) or {}
+        gen_start = time.perf_counter()
+
+        def record(trial: Trial) -> None:
+            if trial.note is None and config_key(trial.config) in notes:
+                trial.note = notes[config_key(trial.config)]
+            store.append(make_row(command, problem, trial.config, status=trial.status, run_id=run_id,
+                                  strategy=strategy.name, generation=gen, name="triton", device=device,
+                                  **trial.history_fields()))
+            result.trials.append(trial)
+            if on_trial is not None:
+                on_trial(trial)
+
+        trials = evaluator.evaluate(problem, proposals, on_trial=record)
+        history += [Observation(t.config, t.status, t.rank_ms if t.ok else None, t.error) for t in trials]
+        before = result.best
+        result.best = best_of(history)
+        ok = [t for t in trials if t.ok and t.rank_ms is not None]
+        summary = Generation(
+            generation=gen, trials=len(trials), ok=len(ok),
+            gen_best_ms=min((t.rank_ms for t in ok), default=None),
+            best_ms=None if result.best is None else result.best.ms,
+            best_config=None if result.best is None else result.best.config,
+            elapsed_s=time.perf_counter() - gen_start,
+            stats=dict(getattr(strategy, "last_stats", None) or {}),
+        )
+        result.generations.append(summary)
+        for event in getattr(strategy, "events", None) or []:
+            if event not in result.events:
+                result.events.append(event)
+        if on_generation is not None:
+            on_generation(summary)
+        gained = before is None or (result.best is not None and result.best.ms < before.ms * (1 - stop.min_gain))
+        stale = 0 if gained else stale + 1
+        if stop.patience is not None and stale >= stop.patience:
+            result.stopped = "converged"
+            break
+        if stop.time_budget_s is not None and time.perf_counter() - started >= stop.time_budget_s:
+            result.stopped = "time budget"
+            break
+    return result
+
+
+def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history: Sequence[Observation],
+                 n: int) -> list[KernelConfig]:
+    """Up to ``n`` of ``candidates`` that the space accepts, untried and unrepeated (a
+    guard against a strategy that breaks its contract)."""
+    from autokernel.tuning.strategies.base import fresh
+
+    return fresh((c for c in candidates if space.contains(c)), history, n)
+
+
+def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timing: str, limit: int = 3) -> list[KernelConfig]:
+    """Configs worth trying first on a problem with no trials: the default config (its
+    "auto" variant made explicit) and the best configs of the nearest other problems of
+    the same dtype in the history, on this device. Only those the space accepts."""
+    import math
+
+    from autokernel.config import default_config
+    from autokernel.history import best_per_problem
+
+    default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
+    if default.variant == "auto":
+        default = default.model_copy(update={"variant": "tma" if space.tma else "grouped"})
+    out = [default]
+    if df is not None and not df.empty:
+        best = best_per_problem(df)
+        best = best[(best["device"] == device) & (best["timing"] == timing) & (best["dtype"] == problem.dtype)]
+
+        def distance(row) -> float:
+            return sum(abs(math.log(max(int(row[c]), 1) / max(v, 1))) for c, v in
+                       (("M", problem.m), ("N", problem.n), ("K", problem.k)))
+
+        ranked = sorted((r for r in best.to_dict(orient="records")), key=distance)
+        for row in ranked:
+            try:
+                out.append(KernelConfig.from_json(row["config"]))
+            except ValueError:
+                continue
+            if len(out) > limit:
+                break
+    return [c for c in map(space.canonical, out) if space.contains(c)]

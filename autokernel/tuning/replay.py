@@ -1,0 +1,104 @@
+"""Offline replay: a recorded sweep (problem, config -> time or failure) stands in for
+the GPU, so strategies can be compared and tested without one (like Kernel Tuner's
+simulation mode).
+
+A sweep file is a history CSV (autokernel/history.py), typically written by
+``autokernel tune --strategy grid`` over the whole space on a GPU. Replaying it gives
+every config exactly the trial that was recorded for it, and the space is the set of
+configs the sweep holds.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace as dc_replace
+from pathlib import Path
+from typing import Sequence
+
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial
+from autokernel.problem import Problem
+from autokernel.tuning.evaluator import OnTrial
+from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key
+from autokernel.tuning.strategies.base import problem_mask, problem_rows
+
+
+class ReplayEvaluator:
+    """An Evaluator that answers from a recorded sweep instead of running kernels."""
+
+    def __init__(self, path: str | Path) -> None:
+        from autokernel.history import History
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ValueError(f"replay file {self.path} does not exist")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a torn line in a sweep is one config fewer
+            self._df = History(self.path).read()
+        self._cache: dict[Problem, dict[tuple, Trial]] = {}
+        devices = self._df["device"].dropna().unique().tolist()
+        self.device = devices[0] if len(devices) == 1 else ", ".join(map(str, devices))
+        self.gpu = "interpreter" not in self._df["timing"].dropna().unique().tolist()
+        self.timing = "replay"  # what the trials it answers are labelled: never mistaken for measurements
+
+    def _trials(self, problem: Problem) -> dict[tuple, Trial]:
+        if problem not in self._cache:
+            table: dict[tuple, Trial] = {}
+            for config, row in problem_rows(self._df[self._df["timing"] != "replay"], problem):
+                table.setdefault(config_key(config), Trial(
+                    problem, config, str(row["status"]), ms=row["ms"], p20=row["ms_p20"], p80=row["ms_p80"],
+                    tflops=row["tflops"], rel_error=row["rel_error"], max_abs_diff=row["max_abs_diff"],
+                    timing=self.timing, error=row["error"], gpu_ms=row["gpu_ms"], note="replayed"))
+            self._cache[problem] = table
+        return self._cache[problem]
+
+    def problems(self) -> list[Problem]:
+        """The problems the sweep covers."""
+        from autokernel.history import PROBLEM_KEY
+
+        keys = self._df[self._df["config"].notna()][PROBLEM_KEY].drop_duplicates()
+        return [Problem(int(r.M), int(r.N), int(r.K), r.dtype, r.activation or "none", bool(r.bias), r.layout or "nn")
+                for r in keys.itertuples()]
+
+    def space(self, problem: Problem) -> SearchSpace:
+        """The space of the sweep: exactly the configs it recorded for ``problem``."""
+        table = self._trials(problem)
+        if not table:
+            raise ValueError(f"replay file {self.path} has no trials of {problem.label()}")
+        gpu = self.gpu
+        return SearchSpace(problem, dict(GPU_CHOICES if gpu else INTERPRETER_CHOICES), None, True, gpu=gpu,
+                           allowed=frozenset(table))
+
+    def best(self, problem: Problem) -> Trial | None:
+        """The fastest successful trial of the sweep: the exhaustive best of its space."""
+        ok = [t for t in self._trials(problem).values() if t.ok and t.ms is not None]
+        return min(ok, key=lambda t: t.rank_ms, default=None)
+
+    def baseline(self, problem: Problem) -> Trial | None:
+        """The sweep's cuBLAS (kernel "torch") trial of ``problem``, if it recorded one."""
+        from autokernel.history import to_records
+
+        rows = to_records(self._df[problem_mask(self._df, problem) & (self._df["kernel"] == "torch")])
+        if not rows:
+            return None
+        r = rows[-1]
+        return Trial(problem, None, str(r["status"]), kernel="torch", ms=r["ms"], p20=r["ms_p20"], p80=r["ms_p80"],
+                     tflops=r["tflops"], timing=self.timing, error=r["error"], gpu_ms=r["gpu_ms"])
+
+    def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
+        table = self._trials(problem)
+        out = []
+        for config in configs:
+            recorded = table.get(config_key(config))
+            if recorded is None:
+                trial = Trial(problem, config, "runtime_error", timing=self.timing,
+                              error=f"not in the replayed sweep {self.path.name}")
+            else:
+                trial = dc_replace(recorded)
+            if on_trial is not None:
+                on_trial(trial)
+            out.append(trial)
+        return out
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,98 @@
+"""Optuna's TPE over the space, warm-started from the history through ask/tell."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+from autokernel.config import KernelConfig
+from autokernel.tuning.space import PARAMS, SearchSpace, config_key
+from autokernel.tuning.strategies.base import Observation, tried_keys
+
+_ASKS_PER_PROPOSAL = 40  # TPE re-suggests in discrete spaces: ask this often before filling at random
+_N_STARTUP = 6
+
+
+class OptunaStrategy:
+    """Tree-structured Parzen estimator (optuna.samplers.TPESampler, multivariate).
+
+    Each propose rebuilds a study from the history: successful trials are told their
+    log time, failed ones (and configs the space rejects) a penalty a little worse than
+    the slowest success, so TPE learns to avoid them. Ordinal fields (tiles, warps,
+    stages) are indices into their choices, so TPE sees their order; the variant is
+    categorical. Proposals repeat neither the history nor each other; where TPE keeps
+    re-suggesting, the rest is filled with untried configs at random. Seeded per call
+    from (seed, history length), so one seed reproduces a whole run.
+    """
+
+    name = "optuna"
+
+    def __init__(self, seed: int | None = None, n_startup_trials: int = _N_STARTUP) -> None:
+        self.seed = seed
+        self.n_startup_trials = n_startup_trials
+
+    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+        import optuna
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        call_seed = None if self.seed is None else hash((self.seed, len(history))) & 0x7FFFFFFF
+        dists = {
+            name: CategoricalDistribution(space.choices[name]) if name == "variant"
+            else IntDistribution(0, len(space.choices[name]) - 1)
+            for name in PARAMS
+        }
+
+        def params_of(config: KernelConfig) -> dict | None:
+            try:
+                return {name: getattr(config, name) if name == "variant"
+                        else space.choices[name].index(getattr(config, name)) for name in PARAMS}
+            except ValueError:  # a value outside this space's choices
+                return None
+
+        def config_of(params: dict) -> KernelConfig | None:
+            values = {name: params[name] if name == "variant" else space.choices[name][params[name]] for name in PARAMS}
+            if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
+                return None  # KernelConfig's warps-vs-tile rule
+            return KernelConfig(**values)
+
+        logs = [math.log(o.ms) for o in history if o.ok and o.ms > 0]
+        penalty = (max(logs) if logs else 0.0) + 1.0  # e times slower than the slowest success
+        known: dict[tuple, float] = {}
+        sampler = optuna.samplers.TPESampler(
+            seed=call_seed, multivariate=True, constant_liar=True, n_startup_trials=self.n_startup_trials,
+        )
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        for obs in history:
+            params = params_of(obs.config)
+            if params is None:
+                continue
+            value = math.log(obs.ms) if obs.ok and obs.ms > 0 else penalty
+            known[config_key(obs.config)] = value
+            study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=value))
+
+        tried = tried_keys(history)
+        out: list[KernelConfig] = []
+        chosen: set[tuple] = set()
+        for _ in range(_ASKS_PER_PROPOSAL * n):
+            if len(out) == n:
+                break
+            trial = study.ask(dists)
+            config = config_of(trial.params)
+            if config is None or not space.contains(config):
+                study.tell(trial, penalty)
+                continue
+            key = config_key(config)
+            if key in tried:
+                study.tell(trial, known.get(key, penalty))
+            elif key in chosen:
+                pass  # left running: the constant liar steers the next asks away from it
+            else:
+                chosen.add(key)
+                out.append(config)
+        if len(out) < n:  # TPE is stuck on what it knows: fill from the untried rest
+            rng = random.Random(call_seed)
+            rest = [c for c in space if config_key(c) not in tried and config_key(c) not in chosen]
+            out += rng.sample(rest, min(n - len(out), len(rest)))
+        return out

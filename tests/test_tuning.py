@@ -1,0 +1,185 @@
+"""The tuning core without a GPU: the space's pruning, the strategies' contract, the loop on a replayed sweep."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from autokernel.config import KernelConfig
+from autokernel.history import History, make_row
+from autokernel.problem import Problem
+from autokernel.tuning import loop
+from autokernel.tuning.replay import ReplayEvaluator
+from autokernel.tuning.space import GPU_CHOICES, SearchSpace, config_key
+from autokernel.tuning.strategies import Observation, make_strategy
+
+H100_SMEM = 232448
+BIG = Problem(4096, 4096, 4096)
+
+
+def gpu_space(problem: Problem = BIG) -> SearchSpace:
+    return SearchSpace(problem, dict(GPU_CHOICES), H100_SMEM, True, gpu=True)
+
+
+def test_space_prunes_impossible_configs() -> None:
+    space = gpu_space()
+    ok = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3, variant="tma")
+    assert space.why_invalid(ok) is None
+    too_much_smem = ok.model_copy(update={"block_k": 128, "num_stages": 5})
+    assert "shared memory" in space.why_invalid(too_much_smem)
+    spills = ok.model_copy(update={"num_warps": 4})  # 128x256 fp32 accumulators on 128 threads
+    assert "registers" in space.why_invalid(spills)
+    thin = ok.model_copy(update={"block_m": 16, "num_warps": 4, "block_n": 64})
+    assert "thinner" in space.why_invalid(thin)
+    skinny = gpu_space(Problem(16, 4096, 4096))
+    assert "exceeds" in skinny.why_invalid(ok)  # a 128-row tile for 16 rows
+    thin_ok = ok.model_copy(update={"block_m": 16, "block_n": 128, "num_warps": 4, "group_m": 1})
+    assert skinny.why_invalid(thin_ok) is None
+    assert "acts as" in skinny.why_invalid(thin_ok.model_copy(update={"group_m": 8}))  # one tile-row: same as 1
+    assert skinny.canonical(thin_ok.model_copy(update={"group_m": 8})) == thin_ok
+    fp32 = gpu_space(Problem(4096, 4096, 4096, "float32"))
+    assert "float16 and bfloat16" in fp32.why_invalid(ok)
+    configs = space.configs()
+    assert configs and all(space.contains(c) for c in configs)
+    assert len({config_key(c) for c in configs}) == len(configs)
+    assert len(configs) < len(gpu_space(Problem(4096, 4096, 4096)).choices["block_m"]) * 2000
+
+
+def test_interpreter_space_is_small_and_valid() -> None:
+    space = SearchSpace.for_problem(Problem(40, 24, 72))
+    configs = space.configs()
+    assert 0 < len(configs) <= 200
+    assert all(c.block_m <= 64 and c.block_n <= 32 and c.variant == "grouped" for c in configs)
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "optuna"])
+def test_strategy_proposes_valid_unique_untried_configs(name: str) -> None:
+    space = gpu_space()
+    strategy = make_strategy(name, seed=3)
+    history: list[Observation] = []
+    rng = random.Random(0)
+    for _ in range(4):
+        proposed = strategy.propose(space, history, 6)
+        assert len(proposed) == 6
+        keys = [config_key(c) for c in proposed]
+        assert len(set(keys)) == 6, "duplicates within one proposal"
+        assert not set(keys) & {config_key(o.config) for o in history}, "re-proposed a tried config"
+        assert all(space.contains(c) for c in proposed)
+        history += [Observation(c, "success", rng.uniform(0.1, 1.0)) if i % 5 else Observation(c, "compile_error")
+                    for i, c in enumerate(proposed)]
+
+
+@pytest.mark.parametrize("name", ["random", "optuna"])
+def test_seeded_strategies_repeat_themselves(name: str) -> None:
+    space = gpu_space()
+    hist = [Observation(c, "success", 0.1 * (i + 1)) for i, c in enumerate(space.configs()[:10])]
+    first = make_strategy(name, seed=7).propose(space, hist, 8)
+    again = make_strategy(name, seed=7).propose(space, hist, 8)
+    other = make_strategy(name, seed=8).propose(space, hist, 8)
+    assert first == again
+    assert first != other
+
+
+def test_strategies_stop_when_the_space_is_exhausted() -> None:
+    space = SearchSpace.for_problem(Problem(16, 16, 16))
+    everything = space.configs()
+    hist = [Observation(c, "success", 1.0) for c in everything[:-2]]
+    for name in ("grid", "random", "optuna"):
+        proposed = make_strategy(name, seed=1).propose(space, hist, 5)
+        assert {config_key(c) for c in proposed} == {config_key(c) for c in everything[-2:]}
+
+
+def synthetic_sweep(path, problems=(BIG, Problem(1024, 4096, 4096))) -> None:
+    """A sweep with a smooth cost model: best at 128x256x64 w8 s3 tma; a few failures."""
+    rng = random.Random(0)
+    rows = []
+    for p in problems:
+        for c in gpu_space(p):
+            cost = (abs(math.log2(c.block_m / 128)) + abs(math.log2(c.block_n / 256)) + 0.5 * abs(math.log2(c.block_k / 64))
+                    + 0.3 * abs(c.num_stages - 3) + 0.2 * (c.variant == "grouped") + 0.1 * (c.group_m == 1))
+            ms = 0.2 * (1 + 0.15 * cost) * (1 + 0.01 * rng.random())
+            failed = rng.random() < 0.05
+            rows.append(make_row("tune", p, c, status="compile_error" if failed else "success", run_id="sweep",
+                                 timing="gpu", device="Synthetic GPU", ms=None if failed else ms,
+                                 gpu_ms=None if failed else 0.97 * ms, error="CompilationError: x" if failed else None))
+        rows.append(make_row("tune", p, None, status="success", run_id="sweep", timing="gpu", device="Synthetic GPU",
+                             kernel="torch", ms=0.19))
+    History(path).append_many(rows)
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    path = tmp_path / "sweep.csv"
+    synthetic_sweep(path)
+    return path
+
+
+def _tune(replay: ReplayEvaluator, store: History, problem: Problem, name: str, seed: int, generations: int = 3,
+          stop: loop.StopRules | None = None):
+    space = replay.space(problem)
+    seeds = loop.prior_configs(problem, space, store.read(), device=replay.device, timing=replay.timing)
+    return loop.tune(problem, strategy=make_strategy(name, seed=seed), evaluator=replay, store=store, space=space,
+                     generations=generations, per_generation=8, run_id="t", device=replay.device,
+                     timing=replay.timing, seeds=seeds, stop=stop)
+
+
+def test_replay_gives_the_same_answer_twice_with_one_seed(sweep, tmp_path) -> None:
+    replay = ReplayEvaluator(sweep)
+    runs = []
+    for i in range(2):
+        result = _tune(replay, History(tmp_path / f"h{i}.csv"), BIG, "optuna", seed=11)
+        runs.append(([config_key(t.config) for t in result.trials], result.best.ms))
+    assert runs[0] == runs[1]
+    assert len(runs[0][0]) == 24
+    exhaustive = replay.best(BIG)
+    assert runs[0][1] >= exhaustive.rank_ms  # nothing beats the exhaustive best of the sweep
+
+
+def test_a_second_run_continues_where_the_first_stopped(sweep, tmp_path) -> None:
+    replay = ReplayEvaluator(sweep)
+    store = History(tmp_path / "h.csv")
+    first = _tune(replay, store, BIG, "random", seed=1, generations=2)
+    second = _tune(replay, store, BIG, "random", seed=2, generations=2)
+    assert [g.generation for g in first.generations] == [1, 2]
+    assert [g.generation for g in second.generations] == [3, 4]
+    assert second.prior_trials == 16
+    df = store.read()
+    assert len(df) == 32
+    assert df[["config"]].drop_duplicates().shape[0] == 32  # the second run re-tried nothing
+    assert second.best.ms <= first.best.ms
+
+
+def test_first_generation_tries_the_default_and_other_problems_best(sweep, tmp_path) -> None:
+    replay = ReplayEvaluator(sweep)
+    store = History(tmp_path / "h.csv")
+    other = Problem(1024, 4096, 4096)
+    _tune(replay, store, other, "random", seed=1, generations=2)
+    result = _tune(replay, store, BIG, "random", seed=1, generations=1)
+    default = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3, variant="tma")
+    assert config_key(result.trials[0].config) == config_key(default)
+    other_best = min((o for o in loop.observations(store.read(), other, device=replay.device, timing="replay") if o.ok),
+                     key=lambda o: o.ms).config
+    assert config_key(other_best) in {config_key(t.config) for t in result.trials[:2]}
+
+
+def test_stop_rules(sweep, tmp_path) -> None:
+    replay = ReplayEvaluator(sweep)
+    capped = _tune(replay, History(tmp_path / "a.csv"), BIG, "random", seed=1, generations=10,
+                   stop=loop.StopRules(max_trials=12))
+    assert len(capped.trials) == 12 and capped.stopped == "max_trials"
+    patient = _tune(replay, History(tmp_path / "b.csv"), BIG, "random", seed=1, generations=50,
+                    stop=loop.StopRules(patience=2, min_gain=0.5))
+    assert patient.stopped == "converged" and len(patient.generations) == 3
+
+
+def test_failed_trials_are_recorded_with_their_reason(sweep, tmp_path) -> None:
+    replay = ReplayEvaluator(sweep)
+    store = History(tmp_path / "h.csv")
+    _tune(replay, store, BIG, "grid", seed=0, generations=20)
+    df = store.read()
+    failed = df[df["status"] != "success"]
+    assert len(failed) > 0
+    assert failed["error"].str.contains("CompilationError").all()
+    assert (df["generation"].notna()).all() and (df["strategy"] == "grid").all()
