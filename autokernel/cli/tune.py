@@ -156,7 +156,16 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
     try:
         with user_errors():
             evaluator, device, timing = _evaluator(options)
+        import time
+
+        started = time.perf_counter()
         for problem in problems:
+            if stop is not None and stop.time_budget_s is not None:
+                left = stop.time_budget_s - (time.perf_counter() - started)
+                if left <= 0:
+                    warn(f"time budget spent: {problem.label()} and later problems not tuned")
+                    break
+                stop = dataclasses.replace(stop, time_budget_s=left)
             with user_errors():
                 strategy = _strategy(options)
             results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
@@ -332,7 +341,8 @@ def _check_plot_path(path: Path) -> None:
 
 
 def _write_plot(path: Path, results: list[dict]) -> None:
-    """Best time so far against trial number, one line per problem (this run's trials)."""
+    """Best TFLOP/s so far against trial number, one line per problem (this run's trials):
+    TFLOP/s rather than ms, so problems of different sizes share one axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -343,13 +353,13 @@ def _write_plot(path: Path, results: list[dict]) -> None:
         result: "TuneResult" = outcome["result"]
         curve, best = [], None
         for t in result.trials:
-            if t.ok and t.rank_ms is not None:
+            if t.ok and t.rank_ms:
                 best = t.rank_ms if best is None else min(best, t.rank_ms)
-            curve.append(best)
+            curve.append(None if best is None else result.problem.flops / (best * 1e-3) / 1e12)
         xs = [i + 1 for i, v in enumerate(curve) if v is not None]
         ax.plot(xs, [v for v in curve if v is not None], marker=".", label=f"{result.problem.label()} ({result.strategy})")
     ax.set_xlabel("trial")
-    ax.set_ylabel("best time so far (ms)")
+    ax.set_ylabel("best so far (TFLOP/s)")
     ax.set_title("autokernel tune: learning curve")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -362,5 +372,90 @@ def _write_plot(path: Path, results: list[dict]) -> None:
         plt.close(fig)
 
 
+def loop(
+    shapes: Annotated[
+        Path | None, typer.Option("--shapes", help="A JSON or CSV file of M, N, K (+ dtype, activation, bias, layout) to tune in turn.")
+    ] = None,
+    size: SizeOpt = None,
+    m: MOpt = None,
+    n: NOpt = None,
+    k: KOpt = None,
+    dtype: DtypeOpt = None,
+    activation: ActivationOpt = None,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")] = False,
+    layout: LayoutOpt = "nn",
+    strategy: StrategyOpt = "auto",
+    per_generation: PerGenOpt = 8,
+    patience: Annotated[int, typer.Option("--patience", help="Stop a problem after this many generations without --min-gain.")] = 3,
+    min_gain: Annotated[float, typer.Option("--min-gain", help="The improvement of the best time that counts, as a fraction (0.01 = 1 %).")] = 0.01,
+    max_trials: Annotated[int | None, typer.Option("--max-trials", help="At most this many trials per problem.")] = None,
+    time_budget: Annotated[float | None, typer.Option("--time-budget", help="Stop after this many seconds in all.")] = None,
+    max_generations: Annotated[int, typer.Option("--max-generations", help="A cap on generations per problem.")] = 50,
+    seed: SeedOpt = None,
+    history: HistoryOpt = None,
+    interpret: InterpretOpt = False,
+    replay: ReplayOpt = None,
+    timeout: TimeoutOpt = 120.0,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """The feedback loop: propose, evaluate, feed back, until each problem converges (--patience
+    generations without --min-gain) or a budget runs out. Problems from --shapes or the size options."""
+    from autokernel.tuning.loop import StopRules
+
+    with user_errors():
+        if shapes is not None:
+            if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
+                fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
+            from autokernel.tuning.shapes import read_shapes
+
+            problems = read_shapes(shapes)
+            if replay is None:
+                from autokernel.cli._common import require_timing_mode
+
+                require_timing_mode(interpret)
+        else:
+            problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
+        if patience < 1:
+            fail(f"--patience must be >= 1, got {patience}")
+        if min_gain < 0:
+            fail(f"--min-gain must be >= 0, got {min_gain:g}")
+        if max_trials is not None and max_trials < 1:
+            fail(f"--max-trials must be >= 1, got {max_trials}")
+        if time_budget is not None and time_budget <= 0:
+            fail(f"--time-budget must be > 0 seconds, got {time_budget:g}")
+        options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay)
+    stop = StopRules(patience=patience, min_gain=min_gain, max_trials=max_trials, time_budget_s=time_budget)
+    run(problems, options, history, json_out, plot, command="loop", stop=stop)
+
+
+def shapes(
+    model: Annotated[str, typer.Option("--model", help="package.module:factory — a callable that returns a torch.nn.Module.")],
+    tokens: Annotated[int, typer.Option("--tokens", help="Rows of the activations (batch x sequence): M of every GEMM.")] = 4096,
+    dtype: Annotated[str | None, typer.Option("--dtype", "-d", help="Override the parameters' dtype.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write a .json or .csv file instead of JSON on stdout.")] = None,
+) -> None:
+    """List the Linear GEMMs of a torch model as a shapes file for `autokernel loop --shapes`."""
+    from autokernel.tuning.shapes import model_shapes, write_shapes
+
+    if tokens < 1:
+        fail(f"--tokens must be >= 1, got {tokens}")
+    with user_errors():
+        rows = model_shapes(model, tokens, dtype)
+    try:
+        text = write_shapes(rows, output)
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}")
+    if output is None:
+        import sys
+
+        sys.stdout.write(text)
+    else:
+        err_console.print(f"{len(rows)} GEMM shape(s) written to {output}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command(name="tune")(tune)
+    app.command(name="loop")(loop)
+    app.command(name="shapes")(shapes)

@@ -1,0 +1,131 @@
+"""Lists of problems to tune: shapes files (JSON or CSV) and the Linear GEMMs of a torch model.
+
+A shapes file holds rows of M, N, K and optionally dtype, activation, bias, layout
+(defaults: float16, none, false, nn), as a CSV with a header or a JSON list of objects
+(or an object whose "shapes" is that list). Column names are case-insensitive.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from autokernel.problem import Problem
+
+FIELDS = ("M", "N", "K", "dtype", "activation", "bias", "layout", "count", "name")
+_TRUE = {"1", "true", "yes", "y", "t"}
+_FALSE = {"", "0", "false", "no", "n", "f", "none"}
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{where}: bias must be true or false, got {value!r}")
+
+
+def _problem(row: dict, where: str) -> Problem:
+    fields = {str(k).strip().lower(): v for k, v in row.items() if k is not None}
+    missing = [c for c in ("m", "n", "k") if fields.get(c) in (None, "")]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(c.upper() for c in missing)}")
+    try:
+        m, n, k = (int(str(fields[c]).strip()) for c in ("m", "n", "k"))
+    except ValueError:
+        raise ValueError(f"{where}: M, N and K must be integers, got {fields['m']!r}, {fields['n']!r}, {fields['k']!r}") from None
+    try:
+        return Problem(m, n, k, fields.get("dtype") or "float16", fields.get("activation") or "none",
+                       _as_bool(fields.get("bias", False), where), fields.get("layout") or "nn")
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def read_shapes(path: str | Path) -> list[Problem]:
+    """The problems of a shapes file, in file order, duplicates dropped; ValueError with
+    the file and row for anything malformed."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"shapes file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read shapes file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if path.suffix.lower() == ".json" or text.lstrip().startswith(("[", "{")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"shapes file {path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        rows = data.get("shapes") if isinstance(data, dict) else data
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"shapes file {path}: expected a list of objects with M, N, K")
+        where = [f"{path} entry {i + 1}" for i in range(len(rows))]
+    else:
+        try:
+            rows = list(csv.DictReader(text.splitlines()))
+        except csv.Error as exc:
+            raise ValueError(f"shapes file {path} is not a readable CSV: {exc}") from None
+        where = [f"{path} line {i + 2}" for i in range(len(rows))]
+    problems = list(dict.fromkeys(_problem(r, w) for r, w in zip(rows, where)))
+    if not problems:
+        raise ValueError(f"shapes file {path} lists no shapes")
+    return problems
+
+
+def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> list[dict]:
+    """The GEMMs of every torch.nn.Linear in the model built by ``spec`` ("pkg.module:factory",
+    a callable returning an nn.Module, called with no arguments) for ``tokens`` rows: one
+    row per distinct (M, N, K, dtype, bias) with how many layers share it. The model is
+    built on the meta device, so no weights are allocated."""
+    import torch
+
+    from autokernel.problem import parse_dtype
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"--model must look like package.module:factory, got {spec!r}")
+    try:
+        factory = importlib.import_module(module_name)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load {spec}: {exc}") from None
+    if not callable(factory):
+        raise ValueError(f"{spec} is not callable")
+    with torch.device("meta"):
+        model = factory()
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
+    counts: dict[tuple, list] = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear):
+            dt = parse_dtype(dtype) if dtype else parse_dtype(str(mod.weight.dtype))
+            key = (tokens, mod.out_features, mod.in_features, dt, mod.bias is not None)
+            counts.setdefault(key, []).append(name)
+    if not counts:
+        raise ValueError(f"{spec}() has no torch.nn.Linear layers")
+    return [{"M": m, "N": n, "K": k, "dtype": dt, "activation": "none", "bias": b, "layout": "nt",
+             "count": len(names), "name": names[0]} for (m, n, k, dt, b), names in counts.items()]
+
+
+def write_shapes(rows: list[dict], path: Path | None) -> str:
+    """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text."""
+    if path is not None and path.suffix.lower() == ".csv":
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buf.getvalue()
+    else:
+        text = json.dumps(rows, indent=2) + "\n"
+    if path is not None:
+        path.write_text(text)
+    return text
