@@ -56,3 +56,50 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     denom = ref.norm().item()
     diff = (out.float() - ref).norm().item()
     return diff / denom if denom > 0 else diff
+
+
+# --- a recorded sweep for the tuner's tests (tests/test_tuning.py, test_tune_cli.py) ----------
+
+H100_SMEM = 232448
+BIG_SHAPE = (4096, 4096, 4096)
+
+
+def gpu_space(problem=None):
+    """The GPU search space of ``problem`` (default 4096^3 fp16) with the H100's limits."""
+    from autokernel.problem import Problem
+    from autokernel.tuning.space import GPU_CHOICES, SearchSpace
+
+    return SearchSpace(problem or Problem(*BIG_SHAPE), dict(GPU_CHOICES), H100_SMEM, True, gpu=True)
+
+
+def synthetic_sweep(path, shapes=(BIG_SHAPE, (1024, 4096, 4096))) -> None:
+    """A sweep over the GPU space with a smooth cost model (best at 128x256x64 w8 s3 tma),
+    5 % compile failures and a cuBLAS row per problem."""
+    import math
+    import random
+
+    from autokernel.history import History, make_row
+    from autokernel.problem import Problem
+
+    rng = random.Random(0)
+    rows = []
+    for shape in shapes:
+        p = Problem(*shape)
+        for c in gpu_space(p):
+            cost = (abs(math.log2(c.block_m / 128)) + abs(math.log2(c.block_n / 256)) + 0.5 * abs(math.log2(c.block_k / 64))
+                    + 0.3 * abs(c.num_stages - 3) + 0.2 * (c.variant == "grouped") + 0.1 * (c.group_m == 1))
+            ms = 0.2 * (1 + 0.15 * cost) * (1 + 0.01 * rng.random())
+            failed = rng.random() < 0.05
+            rows.append(make_row("tune", p, c, status="compile_error" if failed else "success", run_id="sweep",
+                                 timing="gpu", device="Synthetic GPU", ms=None if failed else ms,
+                                 gpu_ms=None if failed else 0.97 * ms, error="CompilationError: x" if failed else None))
+        rows.append(make_row("tune", p, None, status="success", run_id="sweep", timing="gpu", device="Synthetic GPU",
+                             kernel="torch", ms=0.19))
+    History(path).append_many(rows)
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    path = tmp_path / "sweep.csv"
+    synthetic_sweep(path)
+    return path

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
 
 from autokernel.config import KernelConfig
-from autokernel.history import History, make_row
+from autokernel.history import History
 from autokernel.problem import Problem
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
-from autokernel.tuning.space import GPU_CHOICES, SearchSpace, config_key
+from autokernel.tuning.space import SearchSpace, config_key
 from autokernel.tuning.strategies import Observation, make_strategy
 
-H100_SMEM = 232448
-BIG = Problem(4096, 4096, 4096)
+from conftest import BIG_SHAPE, gpu_space
 
-
-def gpu_space(problem: Problem = BIG) -> SearchSpace:
-    return SearchSpace(problem, dict(GPU_CHOICES), H100_SMEM, True, gpu=True)
+BIG = Problem(*BIG_SHAPE)
 
 
 def test_space_prunes_impossible_configs() -> None:
@@ -89,31 +85,6 @@ def test_strategies_stop_when_the_space_is_exhausted() -> None:
     for name in ("grid", "random", "optuna"):
         proposed = make_strategy(name, seed=1).propose(space, hist, 5)
         assert {config_key(c) for c in proposed} == {config_key(c) for c in everything[-2:]}
-
-
-def synthetic_sweep(path, problems=(BIG, Problem(1024, 4096, 4096))) -> None:
-    """A sweep with a smooth cost model: best at 128x256x64 w8 s3 tma; a few failures."""
-    rng = random.Random(0)
-    rows = []
-    for p in problems:
-        for c in gpu_space(p):
-            cost = (abs(math.log2(c.block_m / 128)) + abs(math.log2(c.block_n / 256)) + 0.5 * abs(math.log2(c.block_k / 64))
-                    + 0.3 * abs(c.num_stages - 3) + 0.2 * (c.variant == "grouped") + 0.1 * (c.group_m == 1))
-            ms = 0.2 * (1 + 0.15 * cost) * (1 + 0.01 * rng.random())
-            failed = rng.random() < 0.05
-            rows.append(make_row("tune", p, c, status="compile_error" if failed else "success", run_id="sweep",
-                                 timing="gpu", device="Synthetic GPU", ms=None if failed else ms,
-                                 gpu_ms=None if failed else 0.97 * ms, error="CompilationError: x" if failed else None))
-        rows.append(make_row("tune", p, None, status="success", run_id="sweep", timing="gpu", device="Synthetic GPU",
-                             kernel="torch", ms=0.19))
-    History(path).append_many(rows)
-
-
-@pytest.fixture
-def sweep(tmp_path):
-    path = tmp_path / "sweep.csv"
-    synthetic_sweep(path)
-    return path
 
 
 def _tune(replay: ReplayEvaluator, store: History, problem: Problem, name: str, seed: int, generations: int = 3,

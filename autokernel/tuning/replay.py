@@ -10,6 +10,7 @@ configs the sweep holds.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -102,3 +103,51 @@ class ReplayEvaluator:
 
     def close(self) -> None:
         pass
+
+
+def trials_to_reach(times_ms: Sequence[float | None], target_ms: float) -> int | None:
+    """The 1-based trial at which the best time so far first reaches ``target_ms``, or None."""
+    best = math.inf
+    for i, ms in enumerate(times_ms, start=1):
+        if ms is not None:
+            best = min(best, ms)
+        if best <= target_ms:
+            return i
+    return None
+
+
+def compare_strategies(path: str | Path, strategies: Sequence[str], seeds: Sequence[int], *, budget: int,
+                       per_generation: int = 8, fraction: float = 0.98,
+                       problems: Sequence[Problem] | None = None) -> list[dict]:
+    """For each problem of a recorded sweep, strategy and seed: how many trials a fresh
+    tuning run (its default-config seed included) needed to reach ``fraction`` of the
+    sweep's exhaustive best throughput, within ``budget`` trials (None: not reached)."""
+    import tempfile
+
+    from autokernel.history import History
+    from autokernel.tuning import loop
+    from autokernel.tuning.strategies import make_strategy
+
+    replay = ReplayEvaluator(path)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for problem in problems or replay.problems():
+            best = replay.best(problem)
+            if best is None:
+                continue
+            target = best.rank_ms / fraction
+            space = replay.space(problem)
+            for name in strategies:
+                for seed in seeds:
+                    store = History(Path(tmp) / f"{name}-{seed}-{len(rows)}.csv")
+                    result = loop.tune(
+                        problem, strategy=make_strategy(name, seed=seed), evaluator=replay, store=store, space=space,
+                        generations=-(-budget // per_generation), per_generation=per_generation, run_id="compare",
+                        device=replay.device, timing=replay.timing,
+                        seeds=loop.prior_configs(problem, space, None, device=replay.device, timing=replay.timing),
+                        stop=loop.StopRules(max_trials=budget))
+                    times = [t.rank_ms if t.ok else None for t in result.trials]
+                    rows.append({"problem": problem.label(), "strategy": name, "seed": seed, "space": space.size(),
+                                 "best_ms": best.rank_ms, "trials": trials_to_reach(times, target),
+                                 "reached": min((t for t in times if t is not None), default=None)})
+    return rows

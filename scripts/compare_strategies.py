@@ -1,0 +1,37 @@
+"""How many trials each strategy needs to reach 98 % of the exhaustive best, replayed from a
+recorded sweep (no GPU needed). Usage:
+
+    python3 scripts/compare_strategies.py tests/data/sweep_h100.csv [--seeds 5] [--budget 96] [--fraction 0.98]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from autokernel.tuning.replay import compare_strategies
+
+parser = argparse.ArgumentParser()
+parser.add_argument("sweep")
+parser.add_argument("--seeds", type=int, default=5)
+parser.add_argument("--budget", type=int, default=96)
+parser.add_argument("--fraction", type=float, default=0.98)
+parser.add_argument("--strategies", default="grid,random,optuna")
+args = parser.parse_args()
+
+names = args.strategies.split(",")
+rows = compare_strategies(args.sweep, names, range(args.seeds), budget=args.budget, fraction=args.fraction)
+problems = list(dict.fromkeys(r["problem"] for r in rows))
+print(f"trials to reach {args.fraction:.0%} of the exhaustive best (median over {args.seeds} seeds; "
+      f"[reached/seeds] within {args.budget} trials)\n")
+print("| problem | configs | " + " | ".join(names) + " |")
+print("|---|---:|" + "---:|" * len(names))
+for p in problems:
+    cells = []
+    for name in names:
+        got = [r["trials"] for r in rows if r["problem"] == p and r["strategy"] == name]
+        reached = [t for t in got if t is not None]
+        med = statistics.median(t if t is not None else args.budget + 1 for t in got)
+        cells.append(f"{med:g} [{len(reached)}/{len(got)}]" if med <= args.budget else f">{args.budget} [{len(reached)}/{len(got)}]")
+    space = next(r["space"] for r in rows if r["problem"] == p)
+    print(f"| {p} | {space} | " + " | ".join(cells) + " |")

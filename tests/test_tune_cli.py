@@ -1,0 +1,100 @@
+"""`autokernel tune`, `loop` and `shapes` on the CPU: replayed sweeps, JSON, history, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from autokernel.history import History
+from conftest import one_error_line
+
+runner = CliRunner()
+
+
+def test_tune_replay_json_history_and_continuation(sweep, hist, tmp_path):
+    args = ["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "optuna", "--seed", "5", "-g", "2", "-n", "4",
+            "--json"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    out = json.loads(first.stdout)
+    assert len(out) == 1 and out[0]["trials"] == 8 and out[0]["prior_trials"] == 0
+    assert [g["generation"] for g in out[0]["generations"]] == [1, 2]
+    assert out[0]["baseline"]["ms"] == pytest.approx(0.19) and out[0]["speedup"] > 0
+    best = [g["best_ms"] for g in out[0]["generations"]]
+    assert best == sorted(best, reverse=True)  # best so far never gets worse
+    second = json.loads(runner.invoke(app, args).stdout)
+    assert second[0]["prior_trials"] == 8 and [g["generation"] for g in second[0]["generations"]] == [3, 4]
+    df = History(hist).read()
+    assert len(df) == 16 and set(df["timing"]) == {"replay"} and df["config"].nunique() == 16
+
+
+def test_tune_table_and_plot(sweep, tmp_path):
+    png = tmp_path / "curve.png"
+    result = runner.invoke(app, ["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "random", "-g", "2",
+                                 "-n", "3", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "best so far" in result.stdout and "winner" in result.stdout and "cuBLAS" in result.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"written to {png}" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--strategy", "magic"], "unknown strategy"),
+    (["-g", "0"], "--generations must be >= 1"),
+    (["-n", "0"], "--per-generation must be >= 1"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--plot", "curve.txt"], "ending in .png"),
+])
+def test_tune_bad_options_are_one_line(sweep, args, message):
+    result = runner.invoke(app, ["tune", "--replay", str(sweep), "-s", "4096", *args])
+    line = one_error_line(result, 2)
+    assert message in line
+
+
+def test_tune_missing_replay_file(tmp_path):
+    line = one_error_line(runner.invoke(app, ["tune", "--replay", str(tmp_path / "no.csv")]), 2)
+    assert "does not exist" in line
+
+
+def test_loop_over_a_shapes_file_stops_on_patience(sweep, tmp_path, hist):
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K,dtype\n4096,4096,4096,fp16\n1024,4096,4096,float16\n")
+    result = runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(shapes), "--strategy", "random",
+                                 "--seed", "1", "--patience", "2", "--min-gain", "0.5", "-n", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(o["problem"]["m"], o["stopped"]) for o in out] == [(4096, "converged"), (1024, "converged")]
+    assert all(len(o["generations"]) == 3 for o in out)
+    assert set(History(hist).read()["command"]) == {"loop"}
+
+
+def test_loop_max_trials_and_bad_shapes(sweep, tmp_path):
+    result = runner.invoke(app, ["loop", "--replay", str(sweep), "-s", "4096", "--strategy", "grid", "--max-trials", "5",
+                                 "-n", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)[0]
+    assert out["trials"] == 5 and out["stopped"] == "max_trials"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("M,N,K\n16,abc,16\n")
+    line = one_error_line(runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(bad)]), 2)
+    assert "line 2" in line and "integers" in line
+    line = one_error_line(runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(tmp_path / "x.json")]), 2)
+    assert "does not exist" in line
+
+
+def test_shapes_lists_a_models_linear_gemms(tmp_path):
+    result = runner.invoke(app, ["shapes", "--model", "shapes_model:build", "--tokens", "256"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    got = sorted((r["M"], r["N"], r["K"], r["bias"], r["count"], r["layout"]) for r in rows)
+    assert got == [(256, 64, 128, False, 1, "nt"), (256, 128, 64, True, 2, "nt")]
+    out = tmp_path / "shapes.csv"
+    assert runner.invoke(app, ["shapes", "--model", "shapes_model:build", "-o", str(out)]).exit_code == 0
+    from autokernel.tuning.shapes import read_shapes
+
+    assert sorted((p.m, p.n, p.k, p.layout) for p in read_shapes(out)) == [(4096, 64, 128, "nt"), (4096, 128, 64, "nt")]
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "nowhere.at_all:f"]), 2)
+    assert "cannot load" in line
