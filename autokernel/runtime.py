@@ -67,3 +67,11 @@ def shared_memory_limit() -> int | None:
         return None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return int(getattr(props, "shared_memory_per_block_optin", 0) or 49152)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int | None:
+    """Streaming multiprocessors of this device; None under the interpreter."""
+    if INTERPRETER:
+        return None
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)

@@ -1,0 +1,185 @@
+"""What the llm strategy tells the model, and the JSON shape it asks for back.
+
+The prompt states everything the model cannot guess: the device and its limits, the
+problem, the allowed values of each parameter, the rules ``SearchSpace.why_invalid``
+prunes by (with this problem's numbers filled in), the best trials so far and recent
+failures with their reasons.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from autokernel import runtime
+from autokernel.config import KernelConfig
+from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2
+from autokernel.tuning.strategies.base import Observation
+
+TOP_TRIALS = 10
+RECENT_FAILURES = 8
+TRIED_LISTED = 100  # beyond this many other tried configs, the list costs more tokens than dedup saves
+_ERROR_CHARS = 160
+
+SYSTEM_PROMPT = (
+    "You are an expert in GPU performance tuning of Triton GEMM kernels. You choose launch "
+    "configurations (tile sizes, grouping, warps, pipeline stages) for one matrix "
+    "multiplication from its measured history, to find the fastest configuration in as few "
+    "trials as possible. Reply with JSON only."
+)
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the prompt says about where the kernels run."""
+
+    name: str
+    sms: int | None
+    smem_bytes: int | None
+    tma: bool
+    interpreter: bool
+
+    @classmethod
+    def current(cls, space: SearchSpace) -> "Device":
+        """The device ``space`` is for: this machine's, or a replayed GPU sweep's on a CPU."""
+        interpreter = not space.on_gpu
+        here = interpreter == runtime.INTERPRETER
+        name = runtime.device_name() if here else "a GPU (its trials replayed from a recorded sweep)"
+        return cls(name, runtime.sm_count() if here else None, space.smem_limit, space.tma, interpreter)
+
+
+class _Proposal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def reply_model(space: SearchSpace) -> type[BaseModel]:
+    """The reply as a pydantic model whose JSON schema (every field required, no extra
+    keys, each parameter an enum of its allowed values) meets OpenAI's strict structured
+    outputs; servers with guided decoding (vLLM, llama.cpp) then produce only values of
+    the space."""
+    fields = {name: (Literal[tuple(space.choices[name])], ...) for name in PARAMS}
+    proposal = create_model("KernelConfigProposal", __base__=_Proposal, rationale=(str, ...), **fields)
+    return create_model("KernelConfigs", __base__=_Proposal, configs=(list[proposal], ...))
+
+
+def response_format(space: SearchSpace) -> dict:
+    """The ``response_format`` of a json_schema request for ``space``."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "kernel_configs", "strict": True, "schema": reply_model(space).model_json_schema()},
+    }
+
+
+def _values(config: KernelConfig) -> str:
+    return json.dumps({name: getattr(config, name) for name in PARAMS}, separators=(",", ":"))
+
+
+def _device_lines(device: Device) -> list[str]:
+    if device.interpreter:
+        return [f"- {device.name}: kernels run under Triton's CPU interpreter; times measure Python "
+                "work per program, not a GPU, and there is no shared-memory or register limit."]
+    lines = [f"- GPU: {device.name}"]
+    if device.sms is not None:
+        lines.append(f"- streaming multiprocessors (SMs): {device.sms}")
+    if device.smem_bytes is not None:
+        lines.append(f"- shared memory per program: {device.smem_bytes} bytes ({device.smem_bytes // 1024} KiB)")
+    lines.append(f"- TMA (Hopper tensor descriptors): {'available' if device.tma else 'not available'}")
+    return lines
+
+
+def _problem_lines(space: SearchSpace) -> list[str]:
+    p = space.problem
+    intensity = p.flops / p.bytes if p.bytes else 0.0
+    expr = f"A[M, K] @ B[K, N]{' + bias[N]' if p.bias else ''}"
+    return [
+        f"- C[M, N] = {expr if p.activation == 'none' else f'{p.activation}({expr})'} with M={p.m}, N={p.n}, K={p.k}",
+        f"- dtype {p.dtype} ({p.torch_dtype.itemsize} bytes per element), fp32 accumulation",
+        f"- layout {p.layout!r} (A {'transposed' if p.layout[0] == 't' else 'row-major'}, "
+        f"B {'transposed' if p.layout[1] == 't' else 'row-major'})",
+        f"- {p.flops:.4g} FLOPs, at least {p.bytes:.4g} bytes moved, {intensity:.1f} FLOPs per byte",
+    ]
+
+
+def _constraint_lines(space: SearchSpace) -> list[str]:
+    """The rules of ``SearchSpace.why_invalid`` (and KernelConfig's own), in words, with
+    this problem's numbers."""
+    p = space.problem
+    elem = p.torch_dtype.itemsize
+    lines = ["- block_m * block_n >= num_warps * 256 (each warp needs a 16x16 piece of the tile)"]
+    if "tma" in space.choices["variant"]:
+        lines.append("- variant \"tma\" needs a Hopper GPU and float16/bfloat16"
+                     + ("" if space.tma or runtime.INTERPRETER else " (this device cannot run it)"))
+    if space.smem_limit is not None:
+        lines.append(
+            f"- shared memory: num_stages * (block_m*block_k + block_k*block_n) * {elem} bytes, plus "
+            f"block_m*block_n*{elem} bytes unless variant is \"grouped\", must be <= {space.smem_limit}")
+    if space.on_gpu:
+        lines.append(f"- block_m * block_n / (32 * num_warps) <= {_MAX_ACC_REGS} "
+                     "(fp32 accumulator registers per thread; beyond it the kernel spills)")
+        for dim, size in (("block_m", p.m), ("block_n", p.n)):
+            lines.append(f"- {dim} >= {min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))} "
+                         f"(thinner tiles only pay where the problem is that thin)")
+    for dim, size, letter in (("block_m", p.m, "M"), ("block_n", p.n, "N"), ("block_k", p.k, "K")):
+        cap = max(min(space.choices[dim]), _next_pow2(max(size, 1)))
+        if cap < max(space.choices[dim]):
+            lines.append(f"- {dim} <= {cap} (a larger tile than {letter}={size} rounded up only computes padding)")
+    lines.append("- group_m no larger than the smallest allowed group_m >= ceil(M / block_m) "
+                 "(larger groups behave the same)")
+    return lines
+
+
+def _error(o: Observation) -> str:
+    text = o.error if isinstance(o.error, str) and o.error else "no message"  # NaN in a read history
+    return " ".join(text.split())[:_ERROR_CHARS]
+
+
+def _trial_line(o: Observation, flops: int) -> str:
+    tflops = flops / (o.ms * 1e9) if o.ms else 0.0
+    return f"- {_values(o.config)} -> {o.ms:.4g} ms ({tflops:.3g} TFLOPS)"
+
+
+def user_prompt(space: SearchSpace, history: Sequence[Observation], n: int, device: Device) -> str:
+    """The request for ``n`` new configs, given everything measured so far."""
+    p = space.problem
+    best = sorted((o for o in history if o.ok), key=lambda o: o.ms)[:TOP_TRIALS]
+    failed = [o for o in history if not o.ok][-RECENT_FAILURES:]
+    shown = {_values(o.config) for o in best + failed}
+    others = list(dict.fromkeys(v for v in (_values(o.config) for o in history) if v not in shown))
+
+    parts = ["Device:", *_device_lines(device), "", "Problem:", *_problem_lines(space), "",
+             "Parameters and their allowed values:"]
+    parts += [f"- {name}: {', '.join(json.dumps(v) for v in space.choices[name])}" for name in PARAMS]
+    parts += ["", "Every config must also satisfy:", *_constraint_lines(space), ""]
+    ok_count = sum(o.ok for o in history)
+    parts.append(f"History: {len(history)} trials, {ok_count} succeeded.")
+    if best:
+        parts += [f"Fastest trials (of {ok_count}), best first:", *(_trial_line(o, p.flops) for o in best)]
+    else:
+        parts.append("No successful trial yet.")
+    if failed:
+        parts.append("Recent failures and why:")
+        parts += [f"- {_values(o.config)} -> {o.status}: {_error(o)}" for o in failed]
+    if others:
+        parts.append("Other configs already tried (do not repeat):")
+        parts += [f"- {v}" for v in others[-TRIED_LISTED:]]
+    parts += [
+        "",
+        f"Propose {n} new configs, all different, none already tried, that you expect to beat "
+        "the fastest so far (or, with no history, to be fast), balancing exploration and "
+        "exploitation. For each give a one-line rationale.",
+        'Reply with JSON only, of the form {"configs": [{"rationale": "one line", '
+        + ", ".join(f'"{name}": ...' for name in PARAMS) + "}]}.",
+    ]
+    return "\n".join(parts)
+
+
+def repair_prompt(reasons: Sequence[str], wanted: int) -> str:
+    """The follow-up that sends rejected configs back once, with why."""
+    listed = "\n".join(f"- {r}" for r in reasons)
+    return (f"These parts of your reply were rejected:\n{listed}\n\n"
+            f"Reply with {wanted} replacement configs that satisfy every rule above, differ from "
+            "each other, from your accepted configs and from every config already tried, in the same "
+            "JSON form, each with a one-line rationale.")
