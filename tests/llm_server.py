@@ -16,7 +16,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 
 @dataclass
@@ -60,20 +60,33 @@ def config_reply(configs: Iterable[Any], rationale: str = "fits the problem") ->
     return json.dumps({"configs": items})
 
 
+def in_turn(configs: Sequence[Any], n: int) -> Callable[[Request], Reply]:
+    """A script item (or ``default``) that proposes the next ``n`` of ``configs`` each time
+    it is asked, for runs of several generations."""
+    position = 0
+
+    def reply(request: Request) -> Reply:
+        nonlocal position
+        position += n
+        return Reply(config_reply(configs[position - n:position]))
+
+    return reply
+
+
 def _words(text: str) -> int:
     return len(text.split())
 
 
 class LLMServer:
-    """See the module docstring. ``reject_json_schema``: answer a json_schema
-    ``response_format`` with HTTP 400, as llama.cpp servers do, without taking a script item.
+    """See the module docstring. ``reject_formats``: ``response_format`` types answered
+    with HTTP 400 without taking a script item (llama.cpp servers reject "json_schema").
     Usage is reported as whitespace-separated words (prompt and reply)."""
 
     def __init__(self, script: Iterable[Script] = (), *, default: Script | None = None,
-                 reject_json_schema: bool = False, models: tuple[str, ...] = ("test-model",)) -> None:
+                 reject_formats: tuple[str, ...] = (), models: tuple[str, ...] = ("test-model",)) -> None:
         self.script = list(script)
         self.default = default
-        self.reject_json_schema = reject_json_schema
+        self.reject_formats = reject_formats
         self.models = models
         self.requests: list[Request] = []
         self.usage: list[tuple[int, int]] = []  # (prompt, completion) tokens of each reply sent
@@ -104,8 +117,8 @@ class LLMServer:
     def _answer(self, request: Request) -> tuple[Reply, dict]:
         with self._lock:
             self.requests.append(request)
-            if self.reject_json_schema and request.response_format == "json_schema":
-                return Reply(status=400, error="response_format type json_schema is not supported"), {}
+            if request.response_format in self.reject_formats:
+                return Reply(status=400, error=f"response_format type {request.response_format} is not supported"), {}
             item = self.script.pop(0) if self.script else self.default
         if item is None:
             return Reply(status=500, error="the test script has no more replies"), {}

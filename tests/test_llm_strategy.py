@@ -197,13 +197,43 @@ def test_repeated_failures_hand_over_to_the_fallback_for_good(space, history):
 
 def test_a_server_that_rejects_json_schema_gets_json_object_from_then_on(space, history, new):
     with LLMServer([Reply(config_reply(new[:2])), Reply(config_reply(new[2:4]))],
-                   reject_json_schema=True) as server:
+                   reject_formats=("json_schema",)) as server:
         s = llm(server)
         first = s.propose(space, history, 2)
         second = s.propose(space, history, 2)
     assert first == new[:2] and second == new[2:4]
     assert [r.response_format for r in server.chat_requests()] == ["json_schema", "json_object", "json_object"]
     assert len(s.events) == 1 and "rejected response_format json_schema" in s.events[0]
+
+
+def test_a_server_that_takes_no_response_format_gets_plain_text(space, history, new):
+    fenced = "Here you go:\n```json\n" + config_reply(new[:2]) + "\n```"
+    with LLMServer([Reply(fenced)], reject_formats=("json_schema", "json_object")) as server:
+        s = llm(server)
+        assert s.propose(space, history, 2) == new[:2]
+    assert [r.response_format for r in server.chat_requests()] == ["json_schema", "json_object", None]
+
+
+def test_once_a_mode_has_worked_a_400_is_an_error_not_a_downgrade(space, history, new):
+    bad = Reply(status=400, error="context length exceeded")
+    with LLMServer([Reply(config_reply(new[:1])), bad]) as server:
+        s = llm(server)
+        s.propose(space, history, 1)
+        assert len(s.propose(space, history, 1)) == 1  # the fallback's
+    assert [r.response_format for r in server.chat_requests()] == ["json_schema", "json_schema"]
+    assert "HTTP 400: context length exceeded" in s.events[-1]
+
+
+def test_no_server_listening_the_fallback_fills(space, history):
+    import socket
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = openai.OpenAI(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout=2)
+    s = LLMStrategy(client=client, model="m", fallback=InOrder())
+    assert s.propose(space, history, 2) == fresh(iter(space), history, 2)
+    assert f"cannot reach http://127.0.0.1:{port}/v1/" in s.events[-1]
 
 
 def test_json_in_prose_or_fences_is_found(space, new):

@@ -47,7 +47,7 @@ class Device:
         """The device ``space`` is for: this machine's, or a replayed GPU sweep's on a CPU."""
         interpreter = not space.on_gpu
         here = interpreter == runtime.INTERPRETER
-        name = runtime.device_name() if here else "a GPU (its trials replayed from a recorded sweep)"
+        name = runtime.device_name() if here else "not known here (the trials are replayed from a recorded GPU sweep)"
         return cls(name, runtime.sm_count() if here else None, space.smem_limit, space.tma, interpreter)
 
 
@@ -83,7 +83,8 @@ def _device_lines(device: Device) -> list[str]:
                 "work per program, not a GPU, and there is no shared-memory or register limit."]
     lines = [f"- GPU: {device.name}"]
     if device.sms is not None:
-        lines.append(f"- streaming multiprocessors (SMs): {device.sms}")
+        lines.append(f"- streaming multiprocessors (SMs): {device.sms}; the grouped kernel runs one program "
+                     "per tile of C, ceil(M/block_m) * ceil(N/block_n) of them, in waves over the SMs")
     if device.smem_bytes is not None:
         lines.append(f"- shared memory per program: {device.smem_bytes} bytes ({device.smem_bytes // 1024} KiB)")
     lines.append(f"- TMA (Hopper tensor descriptors): {'available' if device.tma else 'not available'}")
