@@ -230,10 +230,11 @@ def test_no_server_listening_the_fallback_fills(space, history):
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = openai.OpenAI(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", max_retries=0, timeout=2)
+    url = f"http://user:url-secret-1234@127.0.0.1:{port}/v1"  # credentials in the URL are secrets too
+    client = openai.OpenAI(api_key=KEY, base_url=url, max_retries=0, timeout=2)
     s = LLMStrategy(client=client, model="m", fallback=InOrder())
     assert s.propose(space, history, 2) == fresh(iter(space), history, 2)
-    assert f"cannot reach http://127.0.0.1:{port}/v1/" in s.events[-1]
+    assert "cannot reach http://user:***@127.0.0.1" in s.events[-1] and "url-secret" not in s.events[-1]
 
 
 def test_json_in_prose_or_fences_is_found(space, new):

@@ -85,6 +85,11 @@ class LLMStrategy:
     repair included), ``fallback`` (configs the fallback strategy filled) and ``rejected``.
     ``events`` is an append-only log of what went wrong or changed, one line each, for
     the CLI to print (print ``events[seen:]`` after each generation).
+
+    ``client``: an ``openai.OpenAI`` to use (tests inject one); otherwise one is built from
+    the environment with ``timeout`` and ``max_retries``. ``fallback`` fills what the LLM
+    cannot give (default: the random strategy with ``seed``). Unlike the other strategies a
+    seed does not make it reproducible: it is passed to the server, which may honour it.
     """
 
     name = "llm"
@@ -105,7 +110,6 @@ class LLMStrategy:
         self.last_stats: dict[str, Any] | None = None
         self._model = model or os.environ.get("AUTOKERNEL_LLM_MODEL") or None
         self._client = client
-        self._secrets = [os.environ.get("OPENAI_API_KEY"), getattr(client, "api_key", None)]
         self._fallback = fallback
         self._mode = MODES[0]
         self._mode_works = False  # once a mode has answered, a 400 is a real error
@@ -136,7 +140,10 @@ class LLMStrategy:
         return self._client
 
     def _scrub(self, text: str) -> str:
-        return scrub(text, self._secrets)
+        client = self._client
+        url = getattr(client, "base_url", None)
+        return scrub(text, [os.environ.get("OPENAI_API_KEY"), getattr(client, "api_key", None),
+                            getattr(url, "password", None)])
 
     def model(self) -> str:
         """The model named by option or AUTOKERNEL_LLM_MODEL; else the one a local server
