@@ -18,6 +18,7 @@ from autokernel.history import History, make_row, new_run_id
 from autokernel.problem import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 from autokernel.tuning.strategies.base import Observation, fresh
+from autokernel.tuning.strategies import llm as llm_module
 from autokernel.tuning.strategies.llm import (
     GIVE_UP_AFTER, AutoStrategy, LLMStrategy, check_reply, make_llm_strategy, scrub,
 )
@@ -45,6 +46,7 @@ def no_llm_env(monkeypatch, tmp_path):
         monkeypatch.setenv(name, "unset")  # recorded, so the teardown removes what .env adds
         monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(llm_module, "_MODE_BY_SERVER", {})  # ports are reused across tests
 
 
 @pytest.fixture
@@ -200,7 +202,7 @@ def test_a_server_that_rejects_json_schema_gets_json_object_from_then_on(space, 
                    reject_formats=("json_schema",)) as server:
         s = llm(server)
         first = s.propose(space, history, 2)
-        second = s.propose(space, history, 2)
+        second = llm(server).propose(space, history, 2)  # `loop` makes a strategy per problem
     assert first == new[:2] and second == new[2:4]
     assert [r.response_format for r in server.chat_requests()] == ["json_schema", "json_object", "json_object"]
     assert len(s.events) == 1 and "rejected response_format json_schema" in s.events[0]
@@ -332,3 +334,21 @@ def test_auto_without_key_or_url_is_optuna_alone_and_says_so(space, history):
     assert auto.llm is None and auto.tpe.name == "optuna"
     assert len(auto.events) == 1 and "optuna's TPE proposes alone" in auto.events[0]
     assert len(auto.propose(space, history, 2)) == 2
+
+
+def test_the_prompt_states_a_gpu_space_rules_and_a_replayed_sweep():
+    from autokernel.tuning.space import GPU_CHOICES
+    from autokernel.tuning.strategies.llm_prompt import Device, user_prompt
+
+    full = SearchSpace(Problem(4096, 4096, 4096, "bf16"), dict(GPU_CHOICES), 232448, True, gpu=True)
+    sweep = full.configs()[:5]
+    space = SearchSpace(full.problem, full.choices, full.smem_limit, True, gpu=True,
+                        allowed=frozenset(config_key(c) for c in sweep))
+    prompt = user_prompt(space, [Observation(sweep[0], "success", 1.0)], 2, Device.current(space))
+    assert "shared memory per program: 232448 bytes" in prompt
+    assert "* 2 bytes, plus block_m*block_n*2 bytes unless variant is \"grouped\", must be <= 232448" in prompt
+    assert "block_m * block_n / (32 * num_warps) <= 128" in prompt and "block_m >= 64" in prompt
+    assert "Only these 4 untried configs can be measured" in prompt
+    listed = prompt.split("can be measured")[1]
+    assert all(json.dumps(c.model_dump(), separators=(",", ":")) in listed for c in sweep[1:])
+    assert json.dumps(sweep[0].model_dump(), separators=(",", ":")) not in listed

@@ -38,8 +38,10 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 # Consecutive generations the LLM may fail before the fallback takes over for good.
 GIVE_UP_AFTER = 3
 # How the reply is constrained, strictest first; a server that rejects one (HTTP 400/422)
-# gets the next, and the one that worked is kept for the client.
+# gets the next, and the one that worked is kept for that server (its base URL) for the
+# rest of the process: `loop` makes a strategy per problem.
 MODES = ("json_schema", "json_object", "text")
+_MODE_BY_SERVER: dict[str, str] = {}
 _RATIONALE_CHARS = 200
 _REASON_CHARS = 240
 _MIN_SECRET_CHARS = 6  # a shorter "key" (a placeholder) would scrub ordinary words
@@ -111,8 +113,6 @@ class LLMStrategy:
         self._model = model or os.environ.get("AUTOKERNEL_LLM_MODEL") or None
         self._client = client
         self._fallback = fallback
-        self._mode = MODES[0]
-        self._mode_works = False  # once a mode has answered, a 400 is a real error
         self._failures = 0
         self.gave_up = False
 
@@ -238,11 +238,15 @@ class LLMStrategy:
         import openai
 
         model = self.model()
+        server = str(self.client.base_url)
+        # Once a mode has answered, a 400 is a real error, not the mode's fault.
+        works = server in _MODE_BY_SERVER
+        mode = _MODE_BY_SERVER.get(server, MODES[0])
         while True:
             kwargs: dict[str, Any] = {}
-            if self._mode == "json_schema":
+            if mode == "json_schema":
                 kwargs["response_format"] = llm_prompt.response_format(space)
-            elif self._mode == "json_object":
+            elif mode == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
             if self.seed is not None:
                 kwargs["seed"] = self.seed
@@ -251,16 +255,15 @@ class LLMStrategy:
             start = time.perf_counter()
             try:
                 response = self._call(self.client.chat.completions.create, model=model, messages=messages,
-                                      downgrade=not self._mode_works and self._mode != MODES[-1], **kwargs)
+                                      downgrade=not works and mode != MODES[-1], **kwargs)
             except _Rejected as exc:
-                following = MODES[MODES.index(self._mode) + 1]
-                self.events.append(f"llm: the server rejected response_format {self._mode} ({exc}); "
-                                   f"using {following}")
-                self._mode = following
+                following = MODES[MODES.index(mode) + 1]
+                self.events.append(f"llm: the server rejected response_format {mode} ({exc}); using {following}")
+                mode = following
                 continue
             finally:
                 stats["latency_s"] += time.perf_counter() - start
-            self._mode_works = True
+            _MODE_BY_SERVER[server] = mode
             if response.usage is not None:
                 stats["prompt_tokens"] += response.usage.prompt_tokens or 0
                 stats["completion_tokens"] += response.usage.completion_tokens or 0

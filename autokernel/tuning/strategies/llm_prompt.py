@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from autokernel import runtime
 from autokernel.config import KernelConfig
-from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2
+from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2, config_key
 from autokernel.tuning.strategies.base import Observation
 
 TOP_TRIALS = 10
 RECENT_FAILURES = 8
 TRIED_LISTED = 100  # beyond this many other tried configs, the list costs more tokens than dedup saves
+ALLOWED_LISTED = 400  # a replayed sweep's configs: ~220 on the H100
 _ERROR_CHARS = 160
 
 SYSTEM_PROMPT = (
@@ -45,7 +46,7 @@ class Device:
     @classmethod
     def current(cls, space: SearchSpace) -> "Device":
         """The device ``space`` is for: this machine's, or a replayed GPU sweep's on a CPU."""
-        interpreter = not space.on_gpu
+        interpreter = not space.gpu
         here = interpreter == runtime.INTERPRETER
         name = runtime.device_name() if here else "not known here (the trials are replayed from a recorded GPU sweep)"
         return cls(name, runtime.sm_count() if here else None, space.smem_limit, space.tma, interpreter)
@@ -117,7 +118,7 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
         lines.append(
             f"- shared memory: num_stages * (block_m*block_k + block_k*block_n) * {elem} bytes, plus "
             f"block_m*block_n*{elem} bytes unless variant is \"grouped\", must be <= {space.smem_limit}")
-    if space.on_gpu:
+    if space.gpu:
         lines.append(f"- block_m * block_n / (32 * num_warps) <= {_MAX_ACC_REGS} "
                      "(fp32 accumulator registers per thread; beyond it the kernel spills)")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
@@ -166,6 +167,11 @@ def user_prompt(space: SearchSpace, history: Sequence[Observation], n: int, devi
     if others:
         parts.append("Other configs already tried (do not repeat):")
         parts += [f"- {v}" for v in others[-TRIED_LISTED:]]
+    if space.allowed is not None:
+        tried = {config_key(o.config) for o in history}
+        left = [dict(zip(PARAMS, key)) for key in sorted(space.allowed - tried, key=str)]
+        parts.append(f"Only these {len(left)} untried configs can be measured (a recorded sweep); choose among them:")
+        parts += [f"- {json.dumps(v, separators=(',', ':'))}" for v in left[:ALLOWED_LISTED]]
     parts += [
         "",
         f"Propose {n} new configs, all different, none already tried, that you expect to beat "
