@@ -243,6 +243,9 @@ def test_json_in_prose_or_fences_is_found(space, new):
     reply = "Here you go:\n```json\n" + config_reply(new[:2]) + "\n```\nGood luck."
     accepted, reasons = check_reply(reply, space, set(), 2)
     assert [c for c, _ in accepted] == new[:2] and reasons == []
+    bare_list = json.dumps(json.loads(config_reply(new[:2]))["configs"])
+    accepted, reasons = check_reply(bare_list, space, set(), 2)
+    assert [c for c, _ in accepted] == new[:2] and reasons == []
 
 
 def test_the_model_defaults_to_the_one_the_server_serves(space, history, new):

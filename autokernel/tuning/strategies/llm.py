@@ -235,8 +235,6 @@ class LLMStrategy:
 
     def _complete(self, messages: list[dict], space: SearchSpace, stats: dict[str, Any]) -> str:
         """The text of one chat completion, in the strictest reply mode the server takes."""
-        import openai
-
         model = self.model()
         server = str(self.client.base_url)
         # Once a mode has answered, a 400 is a real error, not the mode's fault.
@@ -313,10 +311,16 @@ class _Rejected(Exception):
     """The server refused the request's response_format."""
 
 
-def _json_text(reply: str) -> str:
-    """The JSON object in a reply: models in plain-text mode wrap it in prose or fences."""
-    start, end = reply.find("{"), reply.rfind("}")
-    return reply[start:end + 1] if start != -1 and end > start else reply
+def _parse_json(reply: str) -> Any:
+    """The JSON of a reply; failing that, the object inside it (models in plain-text mode
+    wrap it in prose or code fences)."""
+    try:
+        return json.loads(reply)
+    except json.JSONDecodeError:
+        start, end = reply.find("{"), reply.rfind("}")
+        if start == -1 or end <= start:
+            raise
+        return json.loads(reply[start:end + 1])
 
 
 def check_reply(reply: str, space: SearchSpace, taken: set[tuple], n: int) -> tuple[list[tuple[KernelConfig, str]], list[str]]:
@@ -324,7 +328,7 @@ def check_reply(reply: str, space: SearchSpace, taken: set[tuple], n: int) -> tu
     for each part rejected (malformed JSON, unknown or missing keys, values outside the
     space or its rules, configs repeated or already in ``taken``)."""
     try:
-        data = json.loads(_json_text(reply))
+        data = _parse_json(reply)
     except json.JSONDecodeError as exc:
         return [], [f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"]
     items = data.get("configs") if isinstance(data, dict) else data
