@@ -229,13 +229,13 @@ def test_once_a_mode_has_worked_a_400_is_an_error_not_a_downgrade(space, history
 def test_no_server_listening_the_fallback_fills(space, history):
     import socket
 
-    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+    with socket.socket() as sock:  # bound, never listening: connections are refused, and no other test takes the port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    url = f"http://user:url-secret-1234@127.0.0.1:{port}/v1"  # credentials in the URL are secrets too
-    client = openai.OpenAI(api_key=KEY, base_url=url, max_retries=0, timeout=2)
-    s = LLMStrategy(client=client, model="m", fallback=InOrder())
-    assert s.propose(space, history, 2) == fresh(iter(space), history, 2)
+        url = f"http://user:url-secret-1234@127.0.0.1:{port}/v1"  # credentials in the URL are secrets too
+        client = openai.OpenAI(api_key=KEY, base_url=url, max_retries=0, timeout=2)
+        s = LLMStrategy(client=client, model="m", fallback=InOrder())
+        assert s.propose(space, history, 2) == fresh(iter(space), history, 2)
     assert "cannot reach http://user:***@127.0.0.1" in s.events[-1] and "url-secret" not in s.events[-1]
 
 
