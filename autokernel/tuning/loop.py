@@ -112,6 +112,7 @@ def tune(
     result = TuneResult(problem, strategy.name, run_id, [], [], best_of(history), len(history))
     started = time.perf_counter()
     stale = 0
+    events_seen = len(getattr(strategy, "events", None) or [])
 
     for gen in range(first_gen, first_gen + generations):
         budget = per_generation
@@ -135,8 +136,9 @@ def tune(
         gen_start = time.perf_counter()
 
         def record(trial: Trial) -> None:
-            if trial.note is None and config_key(trial.config) in notes:
-                trial.note = notes[config_key(trial.config)]
+            rationale = notes.get(config_key(trial.config))
+            if rationale:
+                trial.note = f"{trial.note}; {rationale}" if trial.note else rationale
             store.append(make_row(command, problem, trial.config, status=trial.status, run_id=run_id,
                                   strategy=strategy.name, generation=gen, name="triton", device=device,
                                   **trial.history_fields()))
@@ -158,9 +160,9 @@ def tune(
             stats=dict(getattr(strategy, "last_stats", None) or {}),
         )
         result.generations.append(summary)
-        for event in getattr(strategy, "events", None) or []:
-            if event not in result.events:
-                result.events.append(event)
+        events = getattr(strategy, "events", None) or []
+        result.events += events[events_seen:]  # the strategy's events are append-only
+        events_seen = len(events)
         if on_generation is not None:
             on_generation(summary)
         gained = before is None or (result.best is not None and result.best.ms < before.ms * (1 - stop.min_gain))
