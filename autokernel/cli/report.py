@@ -1,0 +1,40 @@
+"""`autokernel report`: docs/BENCHMARKS.md (tables, targets, charts) from a results file."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from autokernel.cli._common import console, fail
+
+
+def report(
+    results: Annotated[str, typer.Argument(help="A results file (JSON lines) of scripts/benchmark_suite.py.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The markdown file to (re)write.")] = "docs/BENCHMARKS.md",
+    plots_dir: Annotated[
+        str, typer.Option("--plots-dir", help="Where the PNG charts go (one per suite); linked from the markdown.")
+    ] = "docs/img",
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Write the markdown without charts.")] = False,
+) -> None:
+    """Regenerate the benchmark report from measured results: per shape and dtype Triton,
+    cuBLAS, eager fused, cuBLASLt's epilogue and torch.compile side by side, speedups by GPU
+    and wall time, roofline efficiency, GB/s of decode shapes, and issue 10's targets."""
+    from autokernel.report import write_report
+
+    try:
+        rep, charts = write_report(results, output, None if no_plots else plots_dir)
+    except ValueError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the report: {exc.strerror or exc}: {exc.filename or output}")
+    problems = sum(len(r) for r in rep.suites.values())
+    verdicts = [t.verdict for t in rep.targets]
+    console.print(f"wrote {output}: {problems} problems in {len(rep.suites)} suites, "
+                  f"targets {verdicts.count('MET')} met, {verdicts.count('MISSED')} missed, "
+                  f"{len(verdicts) - verdicts.count('MET') - verdicts.count('MISSED')} not judged"
+                  + (f"; {len(charts)} charts in {plots_dir}" if charts else ""), highlight=False, markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="report")(report)

@@ -1,0 +1,215 @@
+"""Measure the public shape suite (configs/shapes/) side by side, one process, into a results
+file for `autokernel report`. Usage, on the GPU machine:
+
+    python3 scripts/benchmark_suite.py --out results/suite.jsonl            # squares, llm, decode
+    python3 scripts/benchmark_suite.py configs/shapes/fused.csv --out results/suite.jsonl --append --compile
+    autokernel report results/suite.jsonl                                   # docs/BENCHMARKS.md
+
+Per problem of each shapes file: Triton with the config autokernel.matmul picks by itself
+(api.resolve_config with no config), Triton with a best-config file's config (--tuned),
+cuBLAS (torch.matmul) for a plain GEMM or eager fused (addmm + the activation) for one with
+an epilogue, cuBLASLt's fused epilogue where it has the activation, and torch.compile
+max-autotune (--compile, slow). Each is checked against a float32 reference, then timed
+twice: time_fn's median (L2 flushed, includes host launch time) and, where this checkout's
+evaluate offers it (``graph_time``, timing.gpu_time), GPU time by CUDA-graph replay. Every
+row is appended and flushed as it is measured; a failing implementation is a row with its
+status and error, never the end of the run. --interpret runs tiny suites on the CPU under
+Triton's interpreter (host logic only: those times say nothing about a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SUITES = [ROOT / "configs" / "shapes" / f"{name}.csv" for name in ("squares", "llm", "decode")]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suites", nargs="*", type=Path,
+                        help="shapes files (CSV or JSON, autokernel.tuning.shapes); default: squares, llm, decode")
+    parser.add_argument("--out", required=True, type=Path, help="the results file (JSON lines) to write")
+    parser.add_argument("--append", action="store_true", help="add to an existing --out instead of refusing it")
+    parser.add_argument("--tuned", help="a best-config file: also time Triton with its config for each problem")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile max-autotune (minutes)")
+    parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                        help="start no new problem after this many seconds (rows measured so far are kept)")
+    parser.add_argument("--interpret", action="store_true",
+                        help="run under Triton's interpreter on the CPU (tiny suites; tests the host logic)")
+    return parser.parse_args(argv)
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def matmul_config(problem):
+    """(config, source): what autokernel.matmul launches for ``problem`` when given no config,
+    "default" when that is default_config, else "lookup" (a tuned file it found)."""
+    from autokernel import api, runtime
+    from autokernel.config import default_config
+
+    # resolve_config takes the activation, bias and device once tuned-config lookup exists (issue 7).
+    wanted = {"activation": problem.activation, "bias": problem.bias, "device": runtime.kernel_device()}
+    params = inspect.signature(api.resolve_config).parameters
+    config = api.resolve_config(None, problem.m, problem.n, problem.k, problem.torch_dtype,
+                                **{k: v for k, v in wanted.items() if k in params})
+    same = config == default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+    return config, "default" if same else "lookup"
+
+
+def tuned_lookup(path: str):
+    """``problem -> KernelConfig | None`` from a best-config file; ValueError if it is not one."""
+    try:
+        from autokernel import best  # issue 7's best-config files
+    except ImportError:
+        from autokernel.cli._common import best_config_for
+
+        return lambda problem: best_config_for(path, problem)
+    return best.load(path).config_for
+
+
+def implementations(problem, args, tuned_config, graph: dict) -> list[tuple[str, object]]:
+    """(impl, thunk returning a Trial) for each implementation that applies to ``problem``."""
+    from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch
+    from autokernel.report import has_epilogue
+
+    out = []
+
+    def triton():
+        config, source = matmul_config(problem)
+        return evaluate(problem, config, **graph), source
+
+    out.append(("triton", triton))
+    if tuned_config is not None:
+        out.append(("triton_tuned", lambda: (evaluate(problem, tuned_config, **graph), "file")))
+    out.append(("eager" if has_epilogue(problem) else "cublas", lambda: (evaluate_torch(problem, "torch", **graph), None)))
+    if problem.bias and problem.activation in cublaslt_activations():
+        out.append(("cublaslt", lambda: (evaluate_torch(problem, "cublaslt", **graph), None)))
+    if args.compile:
+        out.append(("max_autotune", lambda: (evaluate_torch(problem, "torch_compile", **graph), None)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # before autokernel imports triton
+    from autokernel import runtime
+    from autokernel.evaluate import Trial, error_line, evaluate, failure_status
+    from autokernel.history import new_run_id
+    from autokernel.report import result_row
+    from autokernel.timing import timing_label
+    from autokernel.tuning.shapes import read_shapes
+
+    if runtime.INTERPRETER and not args.interpret:
+        return _refuse("no GPU here: pass --interpret to run (tiny) suites under Triton's interpreter")
+    if args.interpret and not runtime.INTERPRETER:
+        return _refuse("--interpret needs TRITON_INTERPRET=1 set before triton is imported")
+    if args.time_budget is not None and args.time_budget <= 0:
+        return _refuse(f"--time-budget must be > 0 seconds, got {args.time_budget}")
+    try:
+        suites = [(path.stem, read_shapes(path)) for path in (args.suites or DEFAULT_SUITES)]
+        lookup = tuned_lookup(args.tuned) if args.tuned else None
+        tuned = {p: lookup(p) for _, problems in suites for p in problems} if lookup else {}
+    except ValueError as exc:  # ConfigError too: a bad file costs no GPU time
+        return _refuse(str(exc))
+    if args.out.exists() and not args.append:
+        return _refuse(f"--out {args.out} exists: pass --append to add to it, or name a new file")
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        sink = open(args.out, "a")
+    except OSError as exc:
+        return _refuse(f"cannot write --out {args.out}: {exc.strerror or exc}")
+
+    # gpu_ms by CUDA-graph replay where this checkout's evaluate measures it (timing.gpu_time).
+    graph_timer = "graph_time" in inspect.signature(evaluate).parameters and not runtime.INTERPRETER
+    graph = {"graph_time": True} if graph_timer else {}
+    if args.tuned and not any(tuned.values()):
+        print(f"warning: {args.tuned} has no config for any problem of these suites", file=sys.stderr)
+    if not graph_timer and not runtime.INTERPRETER:
+        print("warning: evaluate has no graph_time here: gpu_ms is not measured, wall time only", file=sys.stderr)
+    copy_gbs = None
+    if not runtime.INTERPRETER:
+        from autokernel.roofline import measure_ceilings
+
+        copy_gbs = measure_ceilings().bandwidth_gbs
+        print(f"{runtime.device_name()}: device copy {copy_gbs:.0f} GB/s", flush=True)
+    command = shlex.join(["python3", "scripts/benchmark_suite.py", *(sys.argv[1:] if argv is None else argv)])
+    run_id = new_run_id()
+    start = time.monotonic()
+    rows, skipped = [], 0
+    try:
+        for suite, problems in suites:
+            for problem in problems:
+                if args.time_budget is not None and time.monotonic() - start > args.time_budget:
+                    skipped += 1
+                    continue
+                for impl, thunk in implementations(problem, args, tuned.get(problem), graph):
+                    source = None
+                    try:
+                        trial, source = thunk()
+                    except Exception as exc:  # one failing implementation is a row, not the end of the run
+                        trial = Trial(problem, None, failure_status(exc), kernel=impl, error=error_line(exc),
+                                      timing=timing_label())
+                    row = result_row(suite, impl, trial, command=command, run_id=run_id, config_source=source,
+                                     copy_gbs=copy_gbs, gpu_timer="cuda_graph" if graph_timer else None)
+                    sink.write(json.dumps(row) + "\n")
+                    sink.flush()
+                    rows.append(row)
+                    print(_progress(row, time.monotonic() - start), flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(rows)} rows saved in {args.out}", file=sys.stderr)
+        return 130
+    finally:
+        sink.close()
+    _summary(rows)
+    if skipped:
+        print(f"time budget: {skipped} problems not measured", file=sys.stderr)
+    print(f"{len(rows)} rows in {args.out} ({time.monotonic() - start:.0f} s); next: autokernel report {args.out}")
+    return 0
+
+
+def _progress(row: dict, elapsed: float) -> str:
+    ms = "-" if row["ms"] is None else f"{row['ms']:.4f}"
+    gpu = "-" if row["gpu_ms"] is None else f"{row['gpu_ms']:.4f}"
+    what = row["status"] if row["status"] == "success" else f"{row['status']}: {row['error']}"
+    return (f"[{elapsed:5.0f}s] {row['suite']:8s} {row['M']}x{row['N']}x{row['K']} {row['dtype']:8s} "
+            f"{row['activation']:9s} {row['impl']:12s} ms {ms:>8s} gpu_ms {gpu:>8s}  {what}")
+
+
+def _summary(rows: list[dict]) -> None:
+    """The run's short table: per problem Triton's time and its speedup over the baseline."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from autokernel.report import IMPLEMENTATIONS, group
+    from autokernel.problem import Problem
+
+    for row in rows:
+        row["problem"] = Problem(row["M"], row["N"], row["K"], row["dtype"], row["activation"], row["bias"],
+                                 row["layout"])
+    table = Table(title="speedup = baseline time / Triton time (baseline: cuBLAS, or eager fused with an epilogue)")
+    for name in ("suite", "problem", "Triton ms", "Triton gpu_ms", "speedup (gpu)", "speedup (wall)", "failed"):
+        table.add_column(name, justify="left" if name in ("suite", "problem", "failed") else "right")
+    for r in group(rows):
+        failed = ", ".join(IMPLEMENTATIONS[i] for i, row in r.rows.items() if row["status"] != "success")
+        sg, sw = r.speedup("gpu"), r.speedup("wall")
+        tw, tg = r.time("triton", "wall"), r.time("triton", "gpu")
+        table.add_row(r.suite, r.problem.label(), "-" if tw is None else f"{tw:.4f}", "-" if tg is None else f"{tg:.4f}",
+                      "-" if sg is None else f"{sg:.2f}x", "-" if sw is None else f"{sw:.2f}x", failed)
+    Console(width=max(160, Console().width)).print(table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
