@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,8 +100,8 @@ def result_row(suite: str, impl: str, trial: Any, *, command: str, run_id: str, 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a results file; ValueError (one line naming the file and line) for a file
     that is missing, unreadable, not JSON lines, lacks a required field or names an unknown
-    implementation or an invalid problem. A torn last line (no newline: the writer was
-    killed mid-row) is skipped."""
+    implementation or an invalid problem. A row cut short (a line that opens an object but
+    does not parse: the writer was killed mid-row) is skipped with one warning."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -110,15 +111,15 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         raise ValueError(f"results file {path} is a directory") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read results file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    lines = text.split("\n")
-    rows = []
-    for i, line in enumerate(lines, 1):
+    rows, torn = [], []
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            if i == len(lines):  # the last line and no newline after it: a torn write
+            if line.lstrip().startswith("{"):
+                torn.append(i)
                 continue
             raise ValueError(f"{path} line {i} is not JSON ({exc.msg}): is it a results file of "
                              f"scripts/benchmark_suite.py?") from None
@@ -141,6 +142,9 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
             if row.get(key) is not None and not isinstance(row[key], (int, float)):
                 raise ValueError(f"{path} line {i}: {key} must be a number, got {row[key]!r}")
         rows.append(row)
+    if torn:
+        warnings.warn(f"{path}: skipped {len(torn)} row(s) cut short (line {', '.join(map(str, torn))})",
+                      stacklevel=2)
     if not rows:
         raise ValueError(f"results file {path} holds no results")
     return rows
@@ -374,7 +378,7 @@ def build_report(rows: list[dict], source: str, plot_paths: dict[str, str] | Non
     if len(devices) > 1:
         raise ValueError(f"the results mix devices ({', '.join(devices)}): report one device at a time")
     timings = _distinct(rows, "timing")
-    if len(set(timings) - {"None"}) > 1:
+    if len(timings) > 1:
         raise ValueError("the results mix GPU and interpreter timings: report them separately")
     device = devices[0] if devices else "unknown"
     interpreted = timings == ["interpreter"]

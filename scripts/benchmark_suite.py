@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before autokernel imports triton
     from autokernel import runtime
-    from autokernel.evaluate import Trial, error_line, evaluate, failure_status
+    from autokernel.evaluate import Trial, error_line, evaluate, evaluate_torch, failure_status
     from autokernel.history import new_run_id
-    from autokernel.report import result_row
+    from autokernel.report import read_results, result_row
     from autokernel.timing import timing_label
     from autokernel.tuning.shapes import read_shapes
 
@@ -129,11 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         sink = open(args.out, "a")
+        if sink.tell() and not args.out.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # after a row cut short by a killed run: start afresh (the report skips it)
     except OSError as exc:
         return _refuse(f"cannot write --out {args.out}: {exc.strerror or exc}")
 
     # gpu_ms by CUDA-graph replay where this checkout's evaluate measures it (timing.gpu_time).
-    graph_timer = "graph_time" in inspect.signature(evaluate).parameters and not runtime.INTERPRETER
+    graph_timer = not runtime.INTERPRETER and all(
+        "graph_time" in inspect.signature(f).parameters for f in (evaluate, evaluate_torch))
     graph = {"graph_time": True} if graph_timer else {}
     if args.tuned and not any(tuned.values()):
         print(f"warning: {args.tuned} has no config for any problem of these suites", file=sys.stderr)
@@ -143,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     if not runtime.INTERPRETER:
         from autokernel.roofline import measure_ceilings
 
-        copy_gbs = measure_ceilings().bandwidth_gbs
-        print(f"{runtime.device_name()}: device copy {copy_gbs:.0f} GB/s", flush=True)
+        try:
+            copy_gbs = measure_ceilings().bandwidth_gbs
+            print(f"{runtime.device_name()}: device copy {copy_gbs:.0f} GB/s", flush=True)
+        except Exception as exc:  # the suite is still worth measuring; the report says "not measured"
+            print(f"warning: copy bandwidth not measured: {error_line(exc)}", file=sys.stderr)
     command = shlex.join(["python3", "scripts/benchmark_suite.py", *(sys.argv[1:] if argv is None else argv)])
     run_id = new_run_id()
     start = time.monotonic()
@@ -173,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         sink.close()
-    _summary(rows)
+    _summary([r for r in read_results(args.out) if r["run_id"] == run_id])
     if skipped:
         print(f"time budget: {skipped} problems not measured", file=sys.stderr)
     print(f"{len(rows)} rows in {args.out} ({time.monotonic() - start:.0f} s); next: autokernel report {args.out}")
@@ -189,16 +195,13 @@ def _progress(row: dict, elapsed: float) -> str:
 
 
 def _summary(rows: list[dict]) -> None:
-    """The run's short table: per problem Triton's time and its speedup over the baseline."""
+    """The run's short table: per problem Triton's times and its speedups over the baseline
+    (``rows`` as report.read_results gives them)."""
     from rich.console import Console
     from rich.table import Table
 
     from autokernel.report import IMPLEMENTATIONS, group
-    from autokernel.problem import Problem
 
-    for row in rows:
-        row["problem"] = Problem(row["M"], row["N"], row["K"], row["dtype"], row["activation"], row["bias"],
-                                 row["layout"])
     table = Table(title="speedup = baseline time / Triton time (baseline: cuBLAS, or eager fused with an epilogue)")
     for name in ("suite", "problem", "Triton ms", "Triton gpu_ms", "speedup (gpu)", "speedup (wall)", "failed"):
         table.add_column(name, justify="left" if name in ("suite", "problem", "failed") else "right")

@@ -151,14 +151,20 @@ def test_bad_results_are_one_line_and_keep_the_old_report(tmp_path, content, mes
     assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
 
 
-def test_mixed_devices_refused_and_torn_last_line_skipped(results, tmp_path):
-    rows = read_results(results)
-    text = results.read_text()
-    torn = tmp_path / "torn.jsonl"
-    torn.write_text(text + text.splitlines()[1][:40])  # a row cut short by a killed writer
-    assert len(read_results(torn)) == len(rows)
-    other = dict(json.loads(text.splitlines()[1]), device="NVIDIA A100-SXM4-80GB")
-    mixed = write_results(tmp_path / "mixed.jsonl", [json.loads(line) for line in text.splitlines()] + [other])
+def test_rows_cut_short_are_skipped_with_one_warning(results, tmp_path):
+    lines = results.read_text().splitlines()
+    torn = tmp_path / "torn.jsonl"  # a run killed mid-row, then another appended after it
+    torn.write_text(lines[1][:40] + "\n" + "\n".join(lines) + "\n" + lines[2][:25])
+    result = runner.invoke(app, ["report", str(torn), "-o", str(tmp_path / "B.md"), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip().splitlines() == [f"warning: {torn}: skipped 2 row(s) cut short (line 1, {len(lines) + 2})"]
+    assert (tmp_path / "B.md").read_text() == build_report(read_results(results), str(torn)).markdown
+
+
+def test_mixed_devices_refused(results, tmp_path):
+    lines = results.read_text().splitlines()
+    other = dict(json.loads(lines[1]), device="NVIDIA A100-SXM4-80GB")
+    mixed = write_results(tmp_path / "mixed.jsonl", [json.loads(line) for line in lines] + [other])
     result = runner.invoke(app, ["report", str(mixed), "-o", str(tmp_path / "B.md"), "--no-plots"])
     assert "mix devices" in one_error_line(result, 2)
 

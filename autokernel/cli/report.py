@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated
 
 import typer
 
-from autokernel.cli._common import console, fail
+from autokernel.cli._common import console, fail, warn
 
 
 def report(
@@ -23,11 +24,15 @@ def report(
     from autokernel.report import write_report
 
     try:
-        rep, charts = write_report(results, output, None if no_plots else plots_dir)
+        with warnings.catch_warnings(record=True) as caught:  # the reader's skipped rows: one line each
+            warnings.simplefilter("always")
+            rep, charts = write_report(results, output, None if no_plots else plots_dir)
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the report: {exc.strerror or exc}: {exc.filename or output}")
+    for w in caught:
+        warn(str(w.message))
     problems = sum(len(r) for r in rep.suites.values())
     verdicts = [t.verdict for t in rep.targets]
     console.print(f"wrote {output}: {problems} problems in {len(rep.suites)} suites, "
