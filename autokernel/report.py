@@ -318,7 +318,7 @@ def _suite_table(results: list[ProblemResult], timer: str, copy_gbs: float | Non
     decode = any(r.problem.m <= DECODE_MAX_M for r in results)
     spec = detect_gpu(device)
     header = ["shape", "dtype"] + (["epilogue"] if fused else []) + [IMPLEMENTATIONS[i] for i in impls]
-    header += ["speedup, GPU time", "speedup, wall time"]
+    header += ["speedup vs baseline, GPU", "speedup vs baseline, wall"]
     header += [f"vs best of Lt / compile, {'GPU' if timer == 'gpu' else 'wall'}"] if rivals else []
     header += ["roofline"] + (["Triton GB/s", "cuBLAS GB/s", "share of copy GB/s"] if decode else [])
     lines = []
