@@ -39,6 +39,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="shapes files (CSV or JSON, autokernel.tuning.shapes); default: squares, llm, decode")
     parser.add_argument("--out", required=True, type=Path, help="the results file (JSON lines) to write")
     parser.add_argument("--append", action="store_true", help="add to an existing --out instead of refusing it")
+    parser.add_argument("--resume", action="store_true",
+                        help="append, skipping the problems --out already has every implementation of "
+                             "(continue a run cut short, e.g. by --time-budget)")
     parser.add_argument("--tuned", help="a best-config file: also time Triton with its config for each problem")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile max-autotune (minutes)")
     parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
@@ -124,8 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         tuned = {p: lookup(p) for _, problems in suites for p in problems} if lookup else {}
     except ValueError as exc:  # ConfigError too: a bad file costs no GPU time
         return _refuse(str(exc))
-    if args.out.exists() and not args.append:
+    if args.out.exists() and not (args.append or args.resume):
         return _refuse(f"--out {args.out} exists: pass --append to add to it, or name a new file")
+    measured: dict[tuple, set[str]] = {}  # (suite, problem, run_id) -> implementations with a row
+    try:
+        for r in read_results(args.out) if args.resume and args.out.exists() else []:
+            measured.setdefault((r["suite"], r["problem"], r["run_id"]), set()).add(r["impl"])
+    except ValueError as exc:
+        return _refuse(f"--resume: {exc}")
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         sink = open(args.out, "a")
@@ -154,14 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python3", "scripts/benchmark_suite.py", *(sys.argv[1:] if argv is None else argv)])
     run_id = new_run_id()
     start = time.monotonic()
-    rows, skipped = [], 0
+    rows, skipped, resumed = [], 0, 0
     try:
         for suite, problems in suites:
             for problem in problems:
+                impls = implementations(problem, args, tuned.get(problem), graph)
+                if any(key[:2] == (suite, problem) and {name for name, _ in impls} <= done
+                       for key, done in measured.items()):
+                    resumed += 1
+                    continue
                 if args.time_budget is not None and time.monotonic() - start > args.time_budget:
                     skipped += 1
                     continue
-                for impl, thunk in implementations(problem, args, tuned.get(problem), graph):
+                for impl, thunk in impls:
                     source = None
                     try:
                         trial, source = thunk()
@@ -180,8 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sink.close()
     _summary([r for r in read_results(args.out) if r["run_id"] == run_id])
+    if resumed:
+        print(f"--resume: {resumed} problems already measured in {args.out}")
     if skipped:
-        print(f"time budget: {skipped} problems not measured", file=sys.stderr)
+        print(f"time budget: {skipped} problems not measured; run again with --resume to measure them",
+              file=sys.stderr)
     print(f"{len(rows)} rows in {args.out} ({time.monotonic() - start:.0f} s); next: autokernel report {args.out}")
     return 0
 

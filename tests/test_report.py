@@ -223,6 +223,13 @@ def test_benchmark_suite_interpreted_rows_and_report(tmp_path, monkeypatch, caps
     assert out.read_text() == before and not (tmp_path / "new.jsonl").exists()
     assert "missing K" in capsys.readouterr().err
 
+    # --resume measures only what is missing: here the relu problem, whose last row is dropped.
+    out.write_text("\n".join(before.splitlines()[:-1]) + "\n")
+    assert script.main([str(suite), "--out", str(out), "--interpret", "--resume"]) == 0
+    again = [json.loads(line) for line in out.read_text().splitlines()[4:]]
+    assert [(r["M"], r["impl"]) for r in again] == [(16, "triton"), (16, "eager"), (16, "cublaslt")]
+    assert "1 problems already measured" in capsys.readouterr().out
+
     result = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "B.md"), "--plots-dir", str(tmp_path / "img")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "img" / "tiny.png").is_file()
