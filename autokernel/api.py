@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from autokernel import runtime
-from autokernel.config import KernelConfig, default_config
+from autokernel import best, runtime
+from autokernel.config import KernelConfig
 from autokernel.kernels.epilogue import ACTIVATIONS
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -102,7 +102,9 @@ def matmul(
         bias: optional [N], added in float32 before the activation.
         activation: None, "relu", "leaky_relu", "gelu" (exact), "gelu_tanh" or "silu".
         slope: negative slope of leaky_relu.
-        config: tile and launch parameters; defaults to ``default_config(M, N, K, dtype)``.
+        config: tile and launch parameters; by default a tuned config for the nearest shape
+            ($AUTOKERNEL_CONFIG, then the file shipped for this GPU: ``autokernel.best``),
+            else ``default_config(M, N, K, dtype)``.
         out: optional preallocated [M, N] output of the operands' dtype.
 
     Returns:
@@ -122,15 +124,18 @@ def _matmul_checked(a, b, bias, act: str, slope: float, config: KernelConfig | N
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0 or n == 0:
         return out
-    launch(a, b, out, bias, act, slope, resolve_config(config, m, n, k, a.dtype))
+    launch(a, b, out, bias, act, slope, resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device))
     return out
 
 
-def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype) -> KernelConfig:
-    """The config to launch an [M, K] @ [K, N] GEMM with: the given one, else the default,
-    checked against the device's shared memory (ConfigError if it can't fit)."""
+def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
+                   bias: bool, device: torch.device) -> KernelConfig:
+    """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
+    a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
+    else the default. Checked against the device's shared memory: ConfigError if the given
+    or default one can't fit; a tuned one that can't falls back to the default."""
     if config is None:
-        config = default_config(m, n, k, dtype)
+        return best.resolved_config(m, n, k, dtype, activation, bias, device)
     config.check_fits(dtype)
     return config
 

@@ -37,7 +37,7 @@ def linear_forward(x2d, weight, bias, activation: str, slope: float, config: Ker
     y = torch.empty((m, n), dtype=x2d.dtype, device=x2d.device)
     z = None if activation == "none" or saves_output(activation, slope) else torch.empty_like(y)
     if m > 0 and n > 0:
-        cfg = resolve_config(config, m, n, k, x2d.dtype)
+        cfg = resolve_config(config, m, n, k, x2d.dtype, activation, bias is not None, x2d.device)
         # One launch: the epilogue stores Z beside Y when backward needs it
         # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
         launch(x2d, weight.t(), y, bias, activation, slope, cfg, z=z)
@@ -65,8 +65,8 @@ def linear_backward(
         z: [M, N] what act'(.) is evaluated on (Z, or Y for sign activations); unused for "none".
         needs: (dX, dW, db) wanted.
         bias_dtype: dtype of db (default: dy's).
-        dx_config: config of the [M, K] = [M, N] @ [N, K] GEMM (default_config(M, K, N)).
-        dw_config: config of the [N, K] = [N, M] @ [M, K] GEMM (default_config(N, K, M)).
+        dx_config: config of the [M, K] = [M, N] @ [N, K] GEMM (default: as matmul picks one for M, K, N).
+        dw_config: config of the [N, K] = [N, M] @ [M, K] GEMM (default: as matmul picks one for N, K, M).
     """
     from autokernel.kernels.backward import launch_activation_grad
 
@@ -91,11 +91,11 @@ def linear_backward(
     if need_dx:
         dx = torch.empty((m, k), dtype=dtype, device=dy.device)
         if m > 0 and k > 0:
-            launch(dz, weight, dx, None, "none", 0.0, resolve_config(dx_config, m, k, n, dtype))
+            launch(dz, weight, dx, None, "none", 0.0, resolve_config(dx_config, m, k, n, dtype, "none", False, dy.device))
     if need_dw:
         dw = torch.empty((n, k), dtype=weight.dtype, device=dy.device)
         if n > 0 and k > 0:
-            launch(dz.t(), x, dw, None, "none", 0.0, resolve_config(dw_config, n, k, m, dtype))
+            launch(dz.t(), x, dw, None, "none", 0.0, resolve_config(dw_config, n, k, m, dtype, "none", False, dy.device))
     return dx, dw, db
 
 

@@ -122,7 +122,7 @@ class KernelConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_one_line(exc)) from None
+            raise ConfigError(one_line(exc)) from None
 
     @classmethod
     def from_json(cls, text: str) -> "KernelConfig":
@@ -158,13 +158,14 @@ def _fit_error(config: KernelConfig, dtype: torch.dtype, limit: int) -> str | No
     )
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line(exc: ValidationError, what: str = "invalid config") -> str:
+    """A pydantic ValidationError as one line: ``what: field.path: message; ...``."""
     parts = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{where}: {msg}")
-    return "invalid config: " + "; ".join(parts)
+    return f"{what}: " + "; ".join(parts)
 
 
 def _next_pow2(x: int) -> int:

@@ -334,6 +334,12 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+def is_triton_forward(df: "pd.DataFrame") -> "pd.Series":
+    """Which rows time our forward kernel (kernel "triton", or empty in rows older than the
+    column): not a torch baseline, not a forward + backward step."""
+    return df["kernel"].fillna("triton").astype(str) == "triton"
+
+
 def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
     """The fastest successful Triton forward row (lowest ms) per problem, device and timing
     kind, sorted by problem.
@@ -341,8 +347,7 @@ def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
     Torch baselines (kernel "torch", "cublaslt", "torch_compile") and forward + backward
     rows (bench --backward, kernels ending in "_autograd", three GEMMs) never count: the
     best is what our kernel reached, on the GPU that ran it."""
-    ours = df["kernel"].fillna("triton").astype(str) == "triton"
-    ok = df[(df["status"] == "success") & df["ms"].notna() & ours]
+    ok = df[(df["status"] == "success") & df["ms"].notna() & is_triton_forward(df)]
     if ok.empty:
         return ok.reset_index(drop=True)
     keys = PROBLEM_KEY + ["device", "timing"]

@@ -41,10 +41,15 @@ def kernel_device() -> torch.device:
     return torch.device("cpu") if INTERPRETER else torch.device("cuda")
 
 
-def device_name() -> str:
+INTERPRETER_DEVICE = "cpu (triton interpreter)"
+"""The device name of kernels run under the interpreter, in the history and best-config files."""
+
+
+def device_name(device: torch.device | None = None) -> str:
+    """The name of the GPU that runs ``device``'s kernels (default: the current one)."""
     if INTERPRETER:
-        return "cpu (triton interpreter)"
-    return torch.cuda.get_device_name()
+        return INTERPRETER_DEVICE
+    return torch.cuda.get_device_name(device)
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,8 +24,9 @@ FP32_TOL = fp32_tol(1e-4)
 
 @pytest.fixture(autouse=True)
 def _isolated_history(tmp_path, monkeypatch):
-    """No test writes to the repository's results/history.csv."""
+    """No test writes to the repository's results/history.csv, nor reads the user's tuned configs."""
     monkeypatch.setenv("AUTOKERNEL_HISTORY", str(tmp_path / "history.csv"))
+    monkeypatch.delenv("AUTOKERNEL_CONFIG", raising=False)
 
 
 @pytest.fixture
@@ -42,6 +43,17 @@ def one_error_line(result, code: int | None = None) -> str:
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.output
     return lines[0]
+
+
+def write_best(path, *entries: dict, device: str | None = None) -> None:
+    """A best-config file at ``path`` for ``device`` (default: this one) with ``entries``
+    (problem fields and "config" as dicts; dtype defaults to float16)."""
+    from autokernel.best import SCHEMA_VERSION, BestFile
+
+    best = BestFile(schema_version=SCHEMA_VERSION, device=device or runtime.device_name(),
+                    timing="interpreter" if runtime.INTERPRETER else "gpu",
+                    entries=[{"dtype": "float16", **e} for e in entries])
+    path.write_text(best.to_json())
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from autokernel import runtime
 from autokernel.cli import app
 from autokernel.history import History
-from conftest import one_error_line
+from conftest import one_error_line, write_best
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
 
@@ -57,9 +57,8 @@ def test_bias_activation_and_config(hist):
 
 def test_best_file(hist, tmp_path):
     best = tmp_path / "best.json"
-    entry = {"m": 16, "n": 16, "k": 16, "dtype": "float16", "activation": "none", "bias": False,
-             "config": {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}}
-    best.write_text(json.dumps([entry]))
+    write_best(best, {"M": 16, "N": 16, "K": 16, "dtype": "float16", "activation": "none", "bias": False,
+                      "config": {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}})
     result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "-s", "32", "--best", str(best),
                                  "--repeat", "1"])
     assert result.exit_code == 0, result.output

@@ -12,6 +12,7 @@ from autokernel.cli import app
 from autokernel.cli.fuse_bench import unfused_bytes
 from autokernel.history import History
 from autokernel.problem import Problem
+from conftest import write_best
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
 
@@ -22,10 +23,8 @@ ROW_KEYS = {"name", "problem", "kernel", "config", "status", "ms", "p20", "p80",
 
 def test_interpret_json_and_history(hist, tmp_path):
     best = tmp_path / "best.json"
-    best.write_text(json.dumps({"problem": {"m": 16, "n": 16, "k": 16, "dtype": "fp16", "activation": "relu",
-                                            "bias": True},
-                                "config": {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1,
-                                           "num_stages": 1}}))
+    write_best(best, {"M": 16, "N": 16, "K": 16, "dtype": "fp16", "activation": "relu", "bias": True,
+                      "config": {"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}})
     result = runner.invoke(app, ["fuse-bench", "--interpret", "--json", "-s", "16", "-a", "relu", "-a", "silu",
                                  "--best", str(best), "--repeat", "2"])
     assert result.exit_code == 0, result.output

@@ -97,7 +97,7 @@ HistoryOpt = Annotated[
 ]
 BestOpt = Annotated[
     str | None,
-    typer.Option("--best", help="Exported best configs (JSON): the config whose problem matches is used."),
+    typer.Option("--best", help="A file of `autokernel export-best`: the config of each problem it holds is used."),
 ]
 RepeatOpt = Annotated[
     int | None, typer.Option("--repeat", help="Timed calls per measurement (default: ~100 ms of calls on a GPU, 3 interpreted).")
@@ -119,55 +119,21 @@ def check_repeat(repeat: int | None) -> None:
         fail(f"--repeat must be >= 1, got {repeat}")
 
 
-def best_config_for(path: str, problem: Any) -> Any:
-    """The KernelConfig for ``problem`` from an exported best-config file, or None if none matches.
-
-    The file holds one KernelConfig, one entry ``{problem fields..., "config": {...}}`` (the
-    problem fields at the top level or under "problem"), a list of entries, or an object
-    whose "entries" or "configs" is such a list. An entry matches when every problem field
-    it names (m/M, n/N, k/K, dtype, activation, bias, layout) equals the problem's.
-    """
-    from pathlib import Path
-
-    from autokernel.config import ConfigError, KernelConfig
+def load_best(path: str | None) -> Any:
+    """The BestFile named by --best (None without one); a file that isn't one is a one-line exit 2.
+    A file tuned on another GPU is used with a warning: --best asks for its configs."""
+    if not path:
+        return None
+    from autokernel import best, runtime
+    from autokernel.config import ConfigError
 
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ValueError(f"cannot read --best file {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--best file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
-    if isinstance(data, list):
-        entries = data
-    elif isinstance(data, dict) and isinstance(data.get("entries"), list):
-        entries = data["entries"]
-    elif isinstance(data, dict) and isinstance(data.get("configs"), list):
-        entries = data["configs"]
-    elif isinstance(data, dict) and "config" in data:
-        entries = [data]
-    elif isinstance(data, dict):
-        return KernelConfig.from_dict(data)  # a bare KernelConfig applies to every problem
-    else:
-        raise ValueError(f"--best file {path} holds neither a config nor a list of entries")
-    want = problem.to_dict()
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
-            continue
-        fields = entry.get("problem") if isinstance(entry.get("problem"), dict) else entry
-        named = {key.lower(): fields[key] for key in fields if key.lower() in want}
-        if "dtype" in named:
-            from autokernel.problem import parse_dtype
-
-            try:
-                named["dtype"] = parse_dtype(named["dtype"])
-            except ValueError:
-                continue
-        if all(want[key] == value for key, value in named.items()):
-            try:
-                return KernelConfig.from_dict(entry["config"])
-            except ConfigError as exc:
-                raise ValueError(f"--best file {path}: {exc}") from None
-    return None
+        found = best.load(path)
+    except ConfigError as exc:
+        fail(f"--best: {exc}")
+    if not found.for_device(runtime.device_name()):
+        warn(f"--best {path} was tuned on {found.device}, not on this {runtime.device_name()}")
+    return found
 
 
 def warn(message: str) -> None:

@@ -27,12 +27,12 @@ from autokernel.cli._common import (
     RepeatOpt,
     SizeOpt,
     append_history,
-    best_config_for,
     check_repeat,
     console,
     fail,
     fmt,
     history_store,
+    load_best,
     measured_problems,
     print_json,
     problem_sizes,
@@ -41,6 +41,7 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
+from autokernel.best import BestFile
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate, evaluate_linear_training, evaluate_torch
 from autokernel.history import new_run_id
@@ -196,7 +197,8 @@ def bench(
         if backward:  # the nn.Linear layout: the weight [N, K] is read transposed
             problems = [dataclasses.replace(p, layout="nt") for p in problems]
         fixed = KernelConfig.from_json(config) if config else None
-        configs = [_config_for(p, fixed, best) for p in problems]
+        tuned = load_best(best)
+        configs = [_config_for(p, fixed, tuned, best) for p in problems]
         store = history_store(history)
         if csv_path:  # find an unwritable --csv before the GPU time is spent, not after
             try:
@@ -225,11 +227,12 @@ def bench(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _config_for(problem: Problem, fixed: KernelConfig | None, best: str | None) -> tuple[KernelConfig | None, str]:
+def _config_for(problem: Problem, fixed: KernelConfig | None, tuned: BestFile | None,
+                best: str | None) -> tuple[KernelConfig | None, str]:
     if fixed is not None:
         return fixed, "config"
-    if best:
-        found = best_config_for(best, problem)
+    if tuned is not None:
+        found = tuned.config_for(problem)
         if found is not None:
             return found, "best"
         warn(f"no config in {best} for {problem.label()}; using the default config")

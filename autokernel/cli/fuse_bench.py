@@ -23,11 +23,11 @@ from autokernel.cli._common import (
     RepeatOpt,
     SizeOpt,
     append_history,
-    best_config_for,
     check_repeat,
     console,
     fmt,
     history_store,
+    load_best,
     measured_problems,
     print_json,
     problem_sizes,
@@ -152,7 +152,8 @@ def fuse_bench(
         check_repeat(repeat)
         problems = measured_problems(sizes, dtype, activation, bias, interpret, gpu_sizes=[GPU_SIZE],
                                      interpreter_sizes=[INTERPRETER_SIZE], activations=DEFAULT_ACTIVATIONS)
-        tuned = {p: best_config_for(best, p) if best else None for p in problems}
+        best_file = load_best(best)
+        tuned = {p: best_file.config_for(p) if best_file else None for p in problems}
         store = history_store(history)
     for p, cfg in tuned.items():
         if best and cfg is None:

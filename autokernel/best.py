@@ -1,0 +1,381 @@
+"""Best configs per device and problem: exported from the history, loaded at run time.
+
+A best-config file (JSON, ``BestFile``) holds, for one device, the fastest successful
+config of each problem the history has trials for, with its time and how it compares
+with torch. ``autokernel export-best`` writes one; ``autokernel.matmul`` and
+``autokernel.linear`` read them to pick a config when none is given, in this order:
+
+1. the file named by ``$AUTOKERNEL_CONFIG``;
+2. the file shipped for this GPU, ``autokernel/configs/<device_key(name)>.json``
+   (e.g. ``nvidia-h100-80gb-hbm3.json``; package data, so an installed package has it);
+3. ``default_config``.
+
+A file is used only for the device it was tuned on (device names compared through
+``device_key``). Within it the nearest entry of the same dtype and activation wins:
+the smallest distance between log2(M), log2(N), log2(K) summed over the three (a
+shape twice as large in one dimension is 1 away; the exact shape is 0), ties broken by
+a matching bias, then layout, then file order. A file found with no entry of the
+dtype and activation passes the lookup on to the next source.
+
+Everything is cached: a file is read and validated once per process, and each
+(M, N, K, dtype, activation, bias, device) is resolved once, so a call costs one
+cache hit. ``clear_cache()`` forgets it all (after changing ``$AUTOKERNEL_CONFIG`` or a
+file).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+import warnings
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from autokernel import runtime
+from autokernel.config import ConfigError, KernelConfig, default_config, one_line
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from autokernel.problem import Problem
+
+SCHEMA_VERSION = 1
+CONFIG_ENV = "AUTOKERNEL_CONFIG"
+SHIPPED_DIR = Path(__file__).parent / "configs"
+"""Where the per-GPU files shipped with the package live."""
+
+_RESOLVED_CACHE_SIZE = 4096
+
+
+def device_key(name: str) -> str:
+    """A device name as a file name: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+class BestEntry(BaseModel):
+    """One problem and its best config, with how fast it ran.
+
+    ms: median wall time per call in milliseconds; gpu_ms: GPU time per call without the
+    host's launch cost, where measured; tflops: 10^12 FLOP/s at ``ms``; torch_ms: the
+    fastest torch baseline of the same problem on the same device (cuBLAS, plus eager
+    bias and activation when the problem has them); speedup_vs_cublas: torch_ms / ms
+    (above 1: ours is faster); trials: how many configs of our kernel the history holds
+    for this problem on this device, failed ones included.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    M: int = Field(ge=0)
+    N: int = Field(ge=0)
+    K: int = Field(ge=0)
+    dtype: str
+    activation: str = "none"
+    bias: bool = False
+    layout: str = "nn"
+    config: KernelConfig
+    ms: float | None = None
+    gpu_ms: float | None = None
+    tflops: float | None = None
+    torch_ms: float | None = None
+    speedup_vs_cublas: float | None = None
+    trials: int | None = None
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        from autokernel.problem import parse_dtype
+
+        return parse_dtype(v)
+
+    @field_validator("activation")
+    @classmethod
+    def _activation(cls, v: str) -> str:
+        from autokernel.api import normalize_activation
+
+        return normalize_activation(v)
+
+    @field_validator("layout")
+    @classmethod
+    def _layout(cls, v: str) -> str:
+        from autokernel.problem import LAYOUTS
+
+        if v not in LAYOUTS:
+            raise ValueError(f"must be one of {', '.join(LAYOUTS)}, got {v!r}")
+        return v
+
+    def same_problem(self, problem: "Problem") -> bool:
+        return (self.M, self.N, self.K, self.dtype, self.activation, self.bias, self.layout) == (
+            problem.m, problem.n, problem.k, problem.dtype, problem.activation, problem.bias, problem.layout)
+
+
+class BestFile(BaseModel):
+    """The best configs of one device (see the module docstring); ``timing`` says where the
+    times were taken, "gpu" or "interpreter"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int
+    generated: str | None = None
+    device: str
+    timing: Literal["gpu", "interpreter"] = "gpu"
+    torch_version: str | None = None
+    triton_version: str | None = None
+    entries: list[BestEntry] = Field(default_factory=list)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != SCHEMA_VERSION:
+            raise ValueError(f"this autokernel reads best-config files of schema {SCHEMA_VERSION}, not {v}")
+        return v
+
+    def for_device(self, name: str) -> bool:
+        return device_key(self.device) == device_key(name)
+
+    def config_for(self, problem: "Problem") -> KernelConfig | None:
+        """The config of exactly ``problem`` (what ``bench --best`` measures), or None."""
+        return next((e.config for e in self.entries if e.same_problem(problem)), None)
+
+    def nearest(self, m: int, n: int, k: int, dtype: str, activation: str,
+                bias: bool | None = None, layout: str | None = None) -> BestEntry | None:
+        """The entry of ``dtype`` and ``activation`` nearest to M x N x K (module docstring);
+        ``bias`` and ``layout`` break ties where given. None if no entry has them."""
+        want = [_log2(m), _log2(n), _log2(k)]
+
+        def distance(entry: BestEntry) -> tuple:
+            shape = sum(abs(a - b) for a, b in zip(want, (_log2(entry.M), _log2(entry.N), _log2(entry.K))))
+            return (shape, bias is not None and entry.bias != bias, layout is not None and entry.layout != layout)
+
+        candidates = [e for e in self.entries if e.dtype == dtype and e.activation == activation]
+        return min(candidates, key=distance, default=None)  # min keeps the first of equals: file order
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def _log2(x: int) -> float:
+    return math.log2(max(x, 1))
+
+
+def load(path: str | Path) -> BestFile:
+    """Read and validate a best-config file; ConfigError (one line naming the file) if it
+    can't be read or isn't one."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read best-config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"best-config file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a best-config file: it holds a JSON {type(data).__name__}, "
+                          "not an object with schema_version, device and entries")
+    try:
+        return BestFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc, f"{path} is not a best-config file")) from None
+
+
+# --- export -----------------------------------------------------------------------
+
+
+def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[str] | None = None,
+           activation: str | Iterable[str] | None = None) -> BestFile:
+    """The best successful config per problem in history rows ``df`` (``History.read()``).
+
+    device: the GPU name as the history writes it, its ``device_key``, or a part of that
+    key naming one device of the history (e.g. "h100"); by default the only device
+    with successful trials, else this machine's. Only the device's own kind of timing
+    counts: interpreter rows for the interpreter's device, GPU rows for a GPU.
+    dtype, activation: keep only these (names or aliases; one or several).
+
+    Raises ValueError for an unknown dtype or activation, or when no device is given and
+    the history has trials of several. No successful trial gives a file with no entries.
+    Rows whose config is not a valid KernelConfig (a hand edit) are skipped with a warning.
+    """
+    from autokernel.api import normalize_activation
+    from autokernel.history import PROBLEM_KEY, best_per_problem, is_triton_forward, to_records
+    from autokernel.problem import parse_dtype
+
+    dtypes = _names(dtype, parse_dtype)
+    activations = _names(activation, normalize_activation)
+    df = df[df[["M", "N", "K", "dtype"]].notna().all(axis=1)]
+    df = df.assign(activation=df["activation"].fillna("none"), layout=df["layout"].fillna("nn"),
+                   bias=df["bias"].fillna(False))
+    if dtypes:
+        df = df[df["dtype"].isin(dtypes)]
+    if activations:
+        df = df[df["activation"].isin(activations)]
+    ours = df[is_triton_forward(df)]
+    success = (df["status"] == "success") & df["ms"].notna()
+    name = _pick_device(df, ours[success[ours.index]], device)
+    timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
+    here = (df["device"] == name) & (df["timing"] == timing)
+    ours = ours[here[ours.index]]
+    ok = ours[success[ours.index] & ours["config"].notna()]
+    configs = _parse_configs(ok["config"])
+    ok = ok[ok["config"].map(configs).notna()]
+    best = best_per_problem(ok)
+    trials = ours.groupby(PROBLEM_KEY, dropna=False).size()
+    baselines = df[here & success & (df["kernel"] == "torch")]
+    torch_ms = baselines.groupby(PROBLEM_KEY, dropna=False)["ms"].min()
+    entries = []
+    for row in to_records(best):
+        key = tuple(row[c] for c in PROBLEM_KEY)
+        base = float(torch_ms[key]) if key in torch_ms.index else None
+        entries.append(BestEntry(
+            **{c: row[c] for c in PROBLEM_KEY}, config=configs[row["config"]], ms=row["ms"],
+            gpu_ms=row["gpu_ms"], tflops=row["tflops"], torch_ms=base,
+            speedup_vs_cublas=base / row["ms"] if base is not None else None, trials=int(trials[key]),
+        ))
+    return BestFile(
+        schema_version=SCHEMA_VERSION,
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        device=name,
+        timing=timing,
+        torch_version=_joined(best["torch_version"]),
+        triton_version=_joined(best["triton_version"]),
+        entries=entries,
+    )
+
+
+def _names(value: str | Iterable[str] | None, parse) -> list[str]:
+    if value is None:
+        return []
+    return [parse(v) for v in ([value] if isinstance(value, str) else value)]
+
+
+def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | None) -> str:
+    """The history's name of the device to export (see ``export``)."""
+    if device is not None:
+        known = sorted(set(df["device"].dropna()))
+        exact = [d for d in known if device_key(d) == device_key(device)]
+        if exact:
+            return exact[0]
+        part = [d for d in known if device_key(device) in device_key(d)]
+        return part[0] if len(part) == 1 else device
+    names = sorted(set(successes["device"].dropna()))
+    if len(names) <= 1:
+        return names[0] if names else runtime.device_name()
+    here = runtime.device_name()
+    if here in names:
+        return here
+    raise ValueError(f"the history has trials of several devices ({', '.join(names)}); pick one with --device")
+
+
+def _parse_configs(texts: "pd.Series") -> dict[str, KernelConfig | None]:
+    """Each distinct config text parsed once; None (and one warning) for those that aren't a KernelConfig."""
+    parsed: dict[str, KernelConfig | None] = {}
+    for text in texts.unique():
+        try:
+            parsed[text] = KernelConfig.from_json(text)
+        except ConfigError:
+            parsed[text] = None
+    bad = sum(texts.map(parsed).isna())
+    if bad:
+        warnings.warn(f"skipped {bad} successful row(s) whose config is not a valid KernelConfig",
+                      RuntimeWarning, stacklevel=3)
+    return parsed
+
+
+def _joined(values: "pd.Series") -> str | None:
+    """The distinct versions the winners were measured with, comma-separated."""
+    names = sorted(set(values.dropna()))
+    return ", ".join(names) or None
+
+
+# --- run-time lookup -------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _load_cached(path: Path) -> BestFile:
+    return load(path)
+
+
+def _sources(device: str) -> list[tuple[str, BestFile]]:
+    """The files to consult for ``device``, in order, each with how to name it in a message."""
+    found = []
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        try:
+            found.append((f"${CONFIG_ENV} ({env})", _load_cached(Path(env))))
+        except ConfigError as exc:
+            raise ConfigError(f"${CONFIG_ENV}: {exc}") from None
+    shipped = SHIPPED_DIR / f"{device_key(device)}.json"
+    if shipped.is_file():
+        found.append((f"the shipped {shipped.name}", _load_cached(shipped)))
+    return found
+
+
+def lookup(m: int, n: int, k: int, dtype: torch.dtype | str, activation: str = "none", bias: bool | None = None,
+           layout: str | None = None, device: str | None = None) -> KernelConfig | None:
+    """The tuned config for this problem on ``device`` (a device name; default: this
+    machine's) from ``$AUTOKERNEL_CONFIG``, then the shipped file; None when neither has
+    an entry of the dtype and activation for the device. See the module docstring for
+    "nearest". ConfigError when ``$AUTOKERNEL_CONFIG`` names no valid file."""
+    found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout,
+                    device or runtime.device_name())
+    return found[1] if found else None
+
+
+def _lookup(m, n, k, dtype: str, activation: str, bias, layout, device: str) -> tuple[str, KernelConfig] | None:
+    for where, best in _sources(device):
+        if not best.for_device(device):
+            _warn_once(f"{where} holds configs for {best.device}, not this {device}: not used")
+            continue
+        entry = best.nearest(m, n, k, dtype, activation, bias, layout)
+        if entry is not None:
+            return where, entry.config
+    return None
+
+
+@functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
+def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
+                    device: torch.device) -> KernelConfig:
+    """The config ``autokernel.matmul`` launches with when given none: a tuned one
+    (``lookup``), else ``default_config``. A tuned config that does not fit this device's
+    shared memory falls back to the default with one warning; a default that does not
+    fit raises ConfigError. Cached per argument tuple: the per-call cost is one hit."""
+    found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None,
+                    runtime.device_name(device))
+    if found is not None:
+        where, config = found
+        try:
+            config.check_fits(dtype)
+            return config
+        except ConfigError as exc:
+            _warn_once(f"{where}: {exc}; using the default config")
+    config = default_config(m, n, k, dtype)
+    config.check_fits(dtype)
+    return config
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+def clear_cache() -> None:
+    """Forget loaded files and resolved configs (and the launch cache built on them), so
+    the next call reads ``$AUTOKERNEL_CONFIG`` and the files again."""
+    from autokernel import api
+
+    _load_cached.cache_clear()
+    resolved_config.cache_clear()
+    _warned.clear()
+    clear_launch_cache = getattr(api, "clear_launch_cache", None)
+    if clear_launch_cache is not None:
+        clear_launch_cache()
