@@ -34,12 +34,13 @@ def _root(
 
 def _register() -> None:
     from autokernel.cli import bench, fuse_bench, validate
-    from autokernel.cli import history, report, roofline, tune
+    from autokernel.cli import export, history, report, roofline, tune
 
     validate.register(app)
     bench.register(app)
     fuse_bench.register(app)
     history.register(app)
+    export.register(app)
     roofline.register(app)
     report.register(app)
     tune.register(app)
