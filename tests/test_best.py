@@ -53,8 +53,7 @@ def entry(m: int, n: int, k: int, config: KernelConfig, **fields) -> dict:
 # --- export -----------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not runtime.INTERPRETER, reason="the history rows are the interpreter's")
-def test_export_round_trips_into_matmul_and_linear(hist, tmp_path, monkeypatch):
+def test_export_round_trips_into_matmul_and_linear(hist, tmp_path, monkeypatch, device):
     p = Problem(20, 24, 12, "float32", "relu", True)
     History(hist).append_many([
         row(p, OTHER, 2.0), row(p, SMALL, 1.0), row(p, THIRD, None, status="compile_error"),
@@ -64,7 +63,8 @@ def test_export_round_trips_into_matmul_and_linear(hist, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     exported = json.loads(result.stdout)
     assert exported["schema_version"] == best.SCHEMA_VERSION and exported["device"] == runtime.device_name()
-    assert exported["timing"] == "interpreter" and exported["torch_version"] == torch.__version__
+    assert exported["timing"] == ("interpreter" if runtime.INTERPRETER else "gpu")
+    assert exported["torch_version"] == torch.__version__
     (e,) = exported["entries"]
     assert (e["M"], e["N"], e["K"], e["dtype"], e["activation"], e["bias"], e["layout"]) == (20, 24, 12, "float32",
                                                                                              "relu", True, "nn")
@@ -80,7 +80,7 @@ def test_export_round_trips_into_matmul_and_linear(hist, tmp_path, monkeypatch):
     real = autokernel.kernels.matmul.launch_matmul
     monkeypatch.setattr(autokernel.kernels.matmul, "launch_matmul",
                         lambda *args, **kw: launched.append(args[6]) or real(*args, **kw))
-    a, b, bias = torch.randn(20, 12), torch.randn(12, 24), torch.randn(24)
+    a, b, bias = (torch.randn(*shape, device=device) for shape in ((20, 12), (12, 24), (24,)))
     ref = torch.relu(a @ b + bias)
     assert rel_error(autokernel.matmul(a, b, bias, "relu"), ref) < FP32_TOL
     w = b.t().contiguous().requires_grad_()
@@ -197,7 +197,8 @@ def test_bad_or_missing_env_file_fails_matmul_clearly(tmp_path, monkeypatch, dev
 
 def test_bench_best_rejects_a_bad_file(hist, tmp_path):
     (tmp_path / "bad.json").write_text("[1]")
-    result = runner.invoke(app, ["bench", "--interpret", "-s", "16", "--best", str(tmp_path / "bad.json")])
+    where = ["--interpret"] if runtime.INTERPRETER else []
+    result = runner.invoke(app, ["bench", *where, "-s", "16", "--best", str(tmp_path / "bad.json")])
     assert "--best" in one_error_line(result, 2) and not hist.exists()
 
 
