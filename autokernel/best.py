@@ -262,7 +262,10 @@ def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | No
         if exact:
             return exact[0]
         part = [d for d in known if device_key(device) in device_key(d)]
-        return part[0] if len(part) == 1 else device
+        if len(part) > 1:
+            raise ValueError(f"--device {device!r} matches several devices of the history ({', '.join(part)}); "
+                             "name one")
+        return part[0] if part else device
     names = sorted(set(successes["device"].dropna()))
     if len(names) <= 1:
         return names[0] if names else runtime.device_name()
@@ -322,7 +325,10 @@ def lookup(m: int, n: int, k: int, dtype: torch.dtype | str, activation: str = "
     machine's) from ``$AUTOKERNEL_CONFIG``, then the shipped file; None when neither has
     an entry of the dtype and activation for the device. See the module docstring for
     "nearest". ConfigError when ``$AUTOKERNEL_CONFIG`` names no valid file."""
-    found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout,
+    from autokernel.api import normalize_activation
+    from autokernel.problem import parse_dtype
+
+    found = _lookup(m, n, k, parse_dtype(str(dtype)), normalize_activation(activation), bias, layout,
                     device or runtime.device_name())
     return found[1] if found else None
 

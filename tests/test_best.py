@@ -154,10 +154,13 @@ def test_several_devices_need_a_choice(hist, monkeypatch):
     assert "--device" in one_error_line(result, 2) and result.stdout == ""
 
 
-def test_export_of_an_empty_history_and_a_bad_filter(hist):
+def test_export_of_an_empty_history_and_bad_filters(hist):
     assert "no successful trial" in one_error_line(runner.invoke(app, ["export-best", "--history", str(hist)]), 1)
     result = runner.invoke(app, ["export-best", "--history", str(hist), "--dtype", "fp8"])
     assert "dtype" in one_error_line(result, 2)
+    _mixed_history(hist)
+    result = runner.invoke(app, ["export-best", "--history", str(hist), "--device", "nvidia"])
+    assert "matches several devices" in one_error_line(result, 2)
 
 
 # --- the file -----------------------------------------------------------------------------
@@ -236,6 +239,7 @@ def test_lookup_is_for_the_file_device(tmp_path, monkeypatch):
     write_best(path, entry(64, 64, 64, SMALL), device=H100)
     monkeypatch.setenv(best.CONFIG_ENV, str(path))
     assert best.lookup(64, 64, 64, torch.float16, device="nvidia-h100-80gb-hbm3") == SMALL
+    assert best.lookup(64, 64, 64, "fp16", "None", device=H100) == SMALL
     assert best.lookup(64, 64, 64, torch.bfloat16, device=H100) is None
     with pytest.warns(RuntimeWarning, match="holds configs for NVIDIA H100 80GB HBM3, not this NVIDIA H200"):
         assert best.lookup(64, 64, 64, torch.float16, device="NVIDIA H200") is None
