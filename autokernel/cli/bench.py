@@ -6,7 +6,7 @@ import csv
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -41,12 +41,14 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
-from autokernel.best import BestFile
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate, evaluate_linear_training, evaluate_torch
 from autokernel.history import new_run_id
 from autokernel.problem import Problem
 from autokernel.timing import time_fn
+
+if TYPE_CHECKING:
+    from autokernel.best import BestFile
 
 GPU_SIZES = [2048, 4096, 8192]
 INTERPRETER_SIZES = [64, 128]
