@@ -12,8 +12,8 @@ with torch. ``autokernel export-best`` writes one; ``autokernel.matmul`` and
 
 A file is used only for the device it was tuned on (device names compared through
 ``device_key``). Within it the nearest entry of the same dtype and activation wins:
-the smallest distance between log2(M), log2(N), log2(K) summed over the three (a
-shape twice as large in one dimension is 1 away; the exact shape is 0), ties broken by
+the smallest ``shape_distance``, |log2 M - log2 M'| summed over M, N and K (a shape
+twice as large in one dimension is 1 away; the exact shape is 0), ties broken by
 a matching bias, then layout, then file order. A file found with no entry of the
 dtype and activation passes the lookup on to the next source.
 
@@ -148,11 +148,9 @@ class BestFile(BaseModel):
                 bias: bool | None = None, layout: str | None = None) -> BestEntry | None:
         """The entry of ``dtype`` and ``activation`` nearest to M x N x K (module docstring);
         ``bias`` and ``layout`` break ties where given. None if no entry has them."""
-        want = [_log2(m), _log2(n), _log2(k)]
-
         def distance(entry: BestEntry) -> tuple:
-            shape = sum(abs(a - b) for a, b in zip(want, (_log2(entry.M), _log2(entry.N), _log2(entry.K))))
-            return (shape, bias is not None and entry.bias != bias, layout is not None and entry.layout != layout)
+            return (shape_distance((m, n, k), (entry.M, entry.N, entry.K)),
+                    bias is not None and entry.bias != bias, layout is not None and entry.layout != layout)
 
         candidates = [e for e in self.entries if e.dtype == dtype and e.activation == activation]
         return min(candidates, key=distance, default=None)  # min keeps the first of equals: file order
@@ -161,8 +159,10 @@ class BestFile(BaseModel):
         return self.model_dump_json(indent=2) + "\n"
 
 
-def _log2(x: int) -> float:
-    return math.log2(max(x, 1))
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """How far apart two GEMM shapes (M, N, K) are: the sum over the three of |log2 a - log2 b|
+    (0 for the same shape, 1 for one twice as large in one dimension; sizes below 1 count as 1)."""
+    return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in zip(a, b))
 
 
 def load(path: str | Path) -> BestFile:

@@ -170,3 +170,12 @@ def test_best_per_problem_is_ours_per_device(tmp_path):
     ])
     best = best_per_problem(h.read())
     assert sorted(zip(best["device"], best["ms"])) == [("H100", 1.2), ("H200", 0.9)]
+
+
+def test_best_per_problem_ranks_by_gpu_time_where_measured(tmp_path):
+    p = Problem(64, 64, 64)
+    h = History(tmp_path / "h.csv")
+    h.append_many([make_row("tune", p, status="success", run_id="r", ms=ms, gpu_ms=gpu_ms, timing="gpu", device="H100")
+                   for ms, gpu_ms in ((1.0, 0.9), (1.1, 0.6), (0.8, None))])
+    (best,) = best_per_problem(h.read()).to_dict(orient="records")
+    assert (best["ms"], best["gpu_ms"]) == (1.1, 0.6)  # as Trial.rank_ms ranks: the tuner's winner

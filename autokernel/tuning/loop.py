@@ -189,8 +189,7 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit) and the best configs of the nearest other problems of
     the same dtype in the history, on this device. Only those the space accepts."""
-    import math
-
+    from autokernel.best import shape_distance
     from autokernel.config import default_config
     from autokernel.history import best_per_problem
 
@@ -203,8 +202,7 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
         best = best[(best["device"] == device) & (best["timing"] == timing) & (best["dtype"] == problem.dtype)]
 
         def distance(row) -> float:
-            return sum(abs(math.log(max(int(row[c]), 1) / max(v, 1))) for c, v in
-                       (("M", problem.m), ("N", problem.n), ("K", problem.k)))
+            return shape_distance((int(row["M"]), int(row["N"]), int(row["K"])), (problem.m, problem.n, problem.k))
 
         ranked = sorted((r for r in best.to_dict(orient="records")), key=distance)
         for row in ranked:
