@@ -195,7 +195,8 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
     device: the GPU name as the history writes it, its ``device_key``, or a part of that
     key naming one device of the history (e.g. "h100"); by default the only device
     with successful trials, else this machine's. Only the device's own kind of timing
-    counts: interpreter rows for the interpreter's device, GPU rows for a GPU.
+    counts: interpreter rows for the interpreter's device, GPU rows for a GPU (replayed
+    rows, "replay", never: they repeat a recorded sweep; a warning counts what was skipped).
     dtype, activation: keep only these (names or aliases; one or several).
 
     Raises ValueError for an unknown dtype or activation, or when no device is given and
@@ -220,6 +221,11 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
     name = _pick_device(df, ours[success[ours.index]], device)
     timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
     here = (df["device"] == name) & (df["timing"] == timing)
+    other = ours[success[ours.index] & (ours["device"] == name) & (ours["timing"] != timing)]
+    if not other.empty:
+        kinds = ", ".join(sorted(set(other["timing"].fillna("unlabelled"))))
+        warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
+                      f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
     ours = ours[here[ours.index]]
     ok = ours[success[ours.index] & ours["config"].notna()]
     configs = _parse_configs(ok["config"])

@@ -111,6 +111,7 @@ def test_export_filters_and_skips_other_timings(hist):
     _mixed_history(hist)
     result = runner.invoke(app, ["export-best", "--history", str(hist), "--device", "h100"])
     assert result.exit_code == 0, result.output
+    assert "skipped 1 successful row(s) of NVIDIA H100 80GB HBM3 timed as interpreter" in result.stderr
     out = json.loads(result.stdout)
     assert out["device"] == H100 and out["timing"] == "gpu"
     by_dtype = {e["dtype"]: e for e in out["entries"]}
