@@ -216,22 +216,22 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
         df = df[df["dtype"].isin(dtypes)]
     if activations:
         df = df[df["activation"].isin(activations)]
-    ours = df[is_triton_forward(df)]
+    ours = is_triton_forward(df)
     success = (df["status"] == "success") & df["ms"].notna()
-    name = _pick_device(df, ours[success[ours.index]], device)
+    name = _pick_device(df, df[ours & success], device)
     timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
-    here = (df["device"] == name) & (df["timing"] == timing)
-    other = ours[success[ours.index] & (ours["device"] == name) & (ours["timing"] != timing)]
+    on_device = df["device"] == name
+    other = df[ours & success & on_device & (df["timing"] != timing)]
     if not other.empty:
         kinds = ", ".join(sorted(set(other["timing"].fillna("unlabelled"))))
         warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
                       f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
-    ours = ours[here[ours.index]]
-    ok = ours[success[ours.index] & ours["config"].notna()]
+    here = on_device & (df["timing"] == timing)
+    ok = df[ours & success & here & df["config"].notna()]
     configs = _parse_configs(ok["config"])
     ok = ok[ok["config"].map(configs).notna()]
     best = best_per_problem(ok)
-    trials = ours.groupby(PROBLEM_KEY, dropna=False).size()
+    trials = df[ours & here].groupby(PROBLEM_KEY, dropna=False).size()
     baselines = df[here & success & (df["kernel"] == "torch")]
     torch_ms = baselines.groupby(PROBLEM_KEY, dropna=False)["ms"].min()
     entries = []
@@ -286,8 +286,8 @@ def _parse_configs(texts: "pd.Series") -> dict[str, KernelConfig | None]:
     parsed: dict[str, KernelConfig | None] = {}
     for text in texts.unique():
         try:
-            parsed[text] = KernelConfig.from_json(text)
-        except ConfigError:
+            parsed[text] = KernelConfig.from_dict(json.loads(text))
+        except (json.JSONDecodeError, ConfigError):
             parsed[text] = None
     bad = sum(texts.map(parsed).isna())
     if bad:

@@ -288,3 +288,15 @@ def test_shipped_files_load_and_are_named_for_their_device():
         assert path.stem == device_key(f.device) and f.timing == "gpu" and f.entries, path
     assert device_key(H100) == "nvidia-h100-80gb-hbm3"
     assert device_key("cpu (triton interpreter)") == "cpu-triton-interpreter"
+
+
+def test_export_skips_rows_whose_config_is_no_kernel_config(hist):
+    p = Problem(64, 64, 64)
+    History(hist).append_many([row(p, SMALL, 2.0, device=H100, timing="gpu"),
+                               {**row(p, None, 1.0, device=H100, timing="gpu"), "config": '{"block_m": 17}'},
+                               {**row(p, None, 0.5, device=H100, timing="gpu"), "config": "results/x.json"}])
+    result = runner.invoke(app, ["export-best", "--history", str(hist)])
+    assert result.exit_code == 0, result.output
+    assert "skipped 2 successful row(s) whose config is not a valid KernelConfig" in result.stderr
+    (e,) = json.loads(result.stdout)["entries"]
+    assert KernelConfig.from_dict(e["config"]) == SMALL and e["trials"] == 3
