@@ -62,23 +62,16 @@ def matmul_config(problem):
     from autokernel import api, runtime
     from autokernel.config import default_config
 
-    # resolve_config takes the activation, bias and device once tuned-config lookup exists (issue 7).
-    wanted = {"activation": problem.activation, "bias": problem.bias, "device": runtime.kernel_device()}
-    params = inspect.signature(api.resolve_config).parameters
-    config = api.resolve_config(None, problem.m, problem.n, problem.k, problem.torch_dtype,
-                                **{k: v for k, v in wanted.items() if k in params})
+    config = api.resolve_config(None, problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation,
+                                problem.bias, runtime.kernel_device())
     same = config == default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
     return config, "default" if same else "lookup"
 
 
 def tuned_lookup(path: str):
     """``problem -> KernelConfig | None`` from a best-config file; ValueError if it is not one."""
-    try:
-        from autokernel import best  # issue 7's best-config files
-    except ImportError:
-        from autokernel.cli._common import best_config_for
+    from autokernel import best
 
-        return lambda problem: best_config_for(path, problem)
     return best.load(path).config_for
 
 
