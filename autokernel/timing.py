@@ -74,17 +74,15 @@ def _summary(samples_ms: list[float], label: str) -> Timing:
 def input_set_count(bytes_per_set: int, cache_bytes: int | None = None, max_sets: int = MAX_INPUT_SETS) -> int:
     """How many input sets to rotate so that together they overflow the L2 cache twice.
 
-    One set when a set is already larger than L2 (or under the interpreter), at most
-    ``max_sets`` (8: time_fn flushes L2 anyway; GRAPH_INPUT_SETS for gpu_time).
+    One set when a set alone does (or under the interpreter), at most ``max_sets`` (8:
+    time_fn flushes L2 anyway; GRAPH_INPUT_SETS for gpu_time, which cannot).
     """
     if runtime.INTERPRETER:
         return 1
     if cache_bytes is None:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         cache_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024)
-    if bytes_per_set >= cache_bytes:
-        return 1
-    return min(max_sets, math.ceil(2 * cache_bytes / max(bytes_per_set, 1)))
+    return max(1, min(max_sets, math.ceil(2 * cache_bytes / max(bytes_per_set, 1))))
 
 
 def make_input_sets(
