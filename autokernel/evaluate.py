@@ -14,7 +14,9 @@ from autokernel import runtime
 from autokernel.api import matmul
 from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.problem import Problem, fresh_seed
-from autokernel.timing import GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, tflops, time_fn, timing_label
+from autokernel.timing import (
+    GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, tflops, time_fn, timing_label,
+)
 
 # The pass criterion: relative error and allclose, both at 1e-2 (the seeds' criterion).
 REL_TOL = 1e-2
