@@ -98,7 +98,7 @@ def main() -> None:
     configs = ([ILLEGAL_ACCESS, SPIN] if args.bad else []) + [KernelConfig(**c) for c in CONFIGS]
     print(f"{runtime.device_name()} torch {torch.__version__}; {problem.label()}; "
           f"{len(configs)} configs; {os.cpu_count()} CPUs", flush=True)
-    evaluator = WorkerEvaluator(evaluate_fn=smoke_evaluate if args.bad else None, timeout=args.timeout)
+    evaluator = WorkerEvaluator(evaluate_fn=smoke_evaluate if args.bad else None, timeout_s=args.timeout)
     with evaluator:
         for label in ("cold Triton cache, fresh workers", "the same workers again"):
             print(label, flush=True)

@@ -17,7 +17,9 @@ from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate
 from autokernel.problem import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
+from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.worker import WorkerEvaluator
+from conftest import BIG_SHAPE
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
 
@@ -77,7 +79,7 @@ def test_bad_candidates_become_failed_trials_and_the_run_goes_on():
     configs = [GOOD, candidate("raise"), candidate("out_of_resources"), candidate("exit"), GOOD,
                candidate("segfault"), candidate("hang"), GOOD]
     seen: list[Trial] = []
-    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout=TIMEOUT_S) as evaluator:
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=TIMEOUT_S) as evaluator:
         trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
     assert seen == trials  # every trial, in order, as it became final
     assert [t.config for t in trials] == configs
@@ -141,7 +143,7 @@ def test_ctrl_c_kills_the_workers_and_keeps_finished_trials():
         # Ctrl-C while the next candidate hangs in its worker.
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
 
-    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout=60, spare=False)
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=60, spare=False)
     with pytest.raises(KeyboardInterrupt):
         evaluator.evaluate(PROBLEM, [GOOD, candidate("hang"), GOOD], on_trial=on_trial)
     assert [t.status for t in seen] == ["success"]
@@ -166,6 +168,19 @@ def test_suspicious_pair_finds_a_winner_far_ahead_until_it_is_retimed():
     winner, runner_up = suspicious_pair(far + [_trial(a, 1.0, 1.5, RETIMED)])
     assert (winner.config, runner_up.config) == (b, a)
     assert suspicious_pair([_trial(a, 1.0, 0.8)]) is None
+
+
+def test_replay_retime_gives_the_recorded_trials_marked(sweep):
+    replay = ReplayEvaluator(sweep)
+    problem = Problem(*BIG_SHAPE)
+    configs = replay.space(problem).configs()[:3]
+    seen: list[Trial] = []
+    again = replay.retime(problem, configs, on_trial=seen.append)
+    assert seen == again and [t.config for t in again] == configs
+    assert [t.note for t in again] == [f"replayed; {RETIMED}"] * 3
+    first = replay.evaluate(problem, configs)
+    assert [t.note for t in first] == ["replayed"] * 3  # the recorded table is left alone
+    assert [t.gpu_ms for t in again] == [t.gpu_ms for t in first]
 
 
 def test_gpu_time_cycles_the_input_sets_through_one_graph(monkeypatch):

@@ -60,5 +60,11 @@ def suspicious_pair(trials: Iterable[Trial], margin: float = RETIME_MARGIN) -> t
     return winner, runner_up
 
 
+def mark_retimed(trial: Trial) -> Trial:
+    """``trial`` with RETIMED appended to its note (an LLM's rationale stays before it)."""
+    trial.note = f"{trial.note}; {RETIMED}" if trial.note else RETIMED
+    return trial
+
+
 def _retimed(trial: Trial) -> bool:
-    return (trial.note or "").endswith(RETIMED)  # retime appends it to any earlier note
+    return (trial.note or "").endswith(RETIMED)  # mark_retimed appends it

@@ -34,7 +34,7 @@ from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, error_line, evaluate, failure_status, launch_once
 from autokernel.problem import Problem
 from autokernel.timing import timing_label
-from autokernel.tuning.evaluator import RETIMED, OnTrial
+from autokernel.tuning.evaluator import OnTrial, mark_retimed
 
 CandidateFn = Callable[[Problem, KernelConfig], "Trial | None"]
 """What a worker runs for each candidate: the timing worker returns its Trial; a compile
@@ -42,10 +42,8 @@ worker returns None when the candidate may go on to timing, else its failed Tria
 Workers are spawned, so it must pickle: a module-level function or a functools.partial
 of one."""
 
-TIMEOUT_S = 60.0
-"""Default wall-clock limit for checking and timing one candidate."""
-COMPILE_TIMEOUT_S = 180.0
-"""Default wall-clock limit for compiling one candidate (many compile at once)."""
+TIMEOUT_S = 120.0
+"""Default wall-clock limit for one candidate (autokernel tune's --timeout default)."""
 START_TIMEOUT_S = 300.0
 """How long a fresh worker may take to import torch and Triton before the run is given up."""
 _MAX_COMPILE_WORKERS = 16
@@ -80,8 +78,9 @@ class WorkerEvaluator:
             default compile_candidate.
         compile_workers: how many compile workers; default one per CPU core (at most 16)
             on a GPU, and none under the interpreter, where there is nothing to compile.
-        timeout: seconds one candidate may take in the timing worker (its result is a
-            "timeout" Trial after that); compile_timeout the same in a compile worker.
+        timeout_s: seconds one candidate may take in the timing worker (its result is a
+            "timeout" Trial after that); compile_timeout_s the same in a compile worker
+            (default: timeout_s).
         spare: keep one more timing worker started, so that replacing a lost one costs
             no start-up (importing torch and Triton takes seconds).
 
@@ -97,16 +96,17 @@ class WorkerEvaluator:
         evaluate_fn: CandidateFn | None = None,
         compile_fn: CandidateFn | None = None,
         compile_workers: int | None = None,
-        timeout: float = TIMEOUT_S,
-        compile_timeout: float = COMPILE_TIMEOUT_S,
+        timeout_s: float = TIMEOUT_S,
+        compile_timeout_s: float | None = None,
         spare: bool = True,
     ) -> None:
         if compile_workers is None:
             compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, _MAX_COMPILE_WORKERS)
-        if timeout <= 0 or compile_timeout <= 0:
-            raise ValueError(f"timeouts must be > 0 s, got {timeout} and {compile_timeout}")
-        self.timeout = timeout
-        self.compile_timeout = compile_timeout
+        compile_timeout_s = timeout_s if compile_timeout_s is None else compile_timeout_s
+        if timeout_s <= 0 or compile_timeout_s <= 0:
+            raise ValueError(f"timeouts must be > 0 s, got {timeout_s} and {compile_timeout_s}")
+        self.timeout_s = timeout_s
+        self.compile_timeout_s = compile_timeout_s
         self._timing = _Pool(evaluate_fn or functools.partial(evaluate, graph_time=True), 1,
                              lost_status="runtime_error", name="timing", spare=spare)
         self._compile = (_Pool(compile_fn or compile_candidate, compile_workers, lost_status="compile_error",
@@ -129,11 +129,11 @@ class WorkerEvaluator:
                 self._timing.grow(1)  # the timing worker starts while the candidates compile
             if self._compile is not None and tasks:
                 start = time.perf_counter()
-                self._compile.run(tasks, self.compile_timeout, compiled)
+                self._compile.run(tasks, self.compile_timeout_s, compiled)
                 self.phase_s["compile"] = time.perf_counter() - start
                 tasks = [task for task in tasks if trials[task[0]] is None]
             start = time.perf_counter()
-            self._timing.run(tasks, self.timeout, final)
+            self._timing.run(tasks, self.timeout_s, final)
             self.phase_s["timing"] = time.perf_counter() - start
         return trials  # type: ignore[return-value]  # every index was filled
 
@@ -144,8 +144,8 @@ class WorkerEvaluator:
         the ones to keep and rank by (record them through ``on_trial``)."""
         trials: list[Trial | None] = [None] * len(configs)
         with self._killed_on_error():
-            self._timing.run([(i, problem, config) for i, config in enumerate(configs)], self.timeout,
-                             _finisher(trials, on_trial, RETIMED))
+            self._timing.run([(i, problem, config) for i, config in enumerate(configs)], self.timeout_s,
+                             _finisher(trials, on_trial, retimed=True))
         return trials  # type: ignore[return-value]
 
     def close(self) -> None:
@@ -172,13 +172,13 @@ class WorkerEvaluator:
             raise
 
 
-def _finisher(trials: list, on_trial: OnTrial | None, note: str | None = None) -> Callable[[int, Trial], None]:
-    """``final(index, trial)``: note the trial (appended to any note it has), put it in its
-    place in ``trials`` and pass it to ``on_trial``."""
+def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> Callable[[int, Trial], None]:
+    """``final(index, trial)``: mark the trial re-timed if asked, put it in its place in
+    ``trials`` and pass it to ``on_trial``."""
 
     def final(index: int, trial: Trial) -> None:
-        if note:
-            trial.note = f"{trial.note}; {note}" if trial.note else note
+        if retimed:
+            mark_retimed(trial)
         trials[index] = trial
         if on_trial is not None:
             on_trial(trial)
