@@ -14,7 +14,9 @@ from autokernel import runtime
 from autokernel.api import matmul
 from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.problem import Problem, fresh_seed
-from autokernel.timing import Timing, make_input_sets, tflops, time_fn, timing_label
+from autokernel.timing import (
+    GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, tflops, time_fn, timing_label,
+)
 
 # The pass criterion: relative error and allclose, both at 1e-2 (the seeds' criterion).
 REL_TOL = 1e-2
@@ -222,11 +224,16 @@ def _correctness_failure(max_abs: float, rel: float, close: bool, written: bool)
     return "; ".join(why) or "failed the correctness check"
 
 
-def _timed(trial: Trial, problem: Problem, fn: Callable, make_args: Callable[[int], tuple], timer) -> Trial:
-    """Fill ``trial`` with the timing of ``fn`` over rotated input sets, or a failure status."""
+def _timed(
+    trial: Trial, problem: Problem, fn: Callable, make_args: Callable[[int], tuple], timer, graph: bool = False
+) -> Trial:
+    """Fill ``trial`` with the timing of ``fn`` over rotated input sets, or a failure status;
+    with ``graph`` on a GPU, ``gpu_ms`` too (timing.gpu_time over the same sets)."""
+    graph = graph and timing_label() == GPU
     try:
-        sets = make_input_sets(make_args, problem.bytes)
+        sets = make_input_sets(make_args, problem.bytes, GRAPH_INPUT_SETS if graph else MAX_INPUT_SETS)
         t: Timing = timer(fn, rotate=sets)
+        trial.gpu_ms = gpu_time(fn, rotate=sets) if graph else None
     except Exception as exc:  # a failed launch is a result, not a crash
         trial.status, trial.error = failure_status(exc), error_line(exc)
         return trial
@@ -241,6 +248,47 @@ def _input_factory(problem: Problem, seed: int | None) -> Callable[[int], tuple]
     return lambda i: problem.make_inputs(device, None if seed is None else seed + i)
 
 
+def _matmul_args(problem: Problem, seed: int | None) -> Callable[[int], tuple]:
+    """``make_args(i) -> (a, b, bias, out)``: input set i + 1 of the problem (set 0, the
+    seed itself, is the correctness check's) and an uninitialised output."""
+    make = _input_factory(problem, seed)
+
+    def make_args(i: int) -> tuple:
+        a, b, bias = make(i + 1)
+        return a, b, bias, torch.empty((problem.m, problem.n), dtype=problem.torch_dtype, device=a.device)
+
+    return make_args
+
+
+def launch_once(
+    problem: Problem, config: KernelConfig, *, seed: int | None = None, slope: float = LEAKY_SLOPE
+) -> Trial | None:
+    """Compile the kernel for ``problem`` with ``config`` and launch it once on random
+    inputs: None when that worked, else the failed Trial (out_of_resources,
+    compile_error or runtime_error) with the error.
+
+    The failure is classified from the exception itself (check_correctness keeps only a
+    line of text). On a GPU the compiled binary is left in Triton's on-disk cache, where
+    another process launching the same problem and config only loads it (tuning.worker
+    compiles candidates in parallel this way).
+    """
+    trial = Trial(problem, config, "success", timing=timing_label())
+    try:
+        config.check_fits(problem.torch_dtype)
+    except ConfigError as exc:
+        trial.status, trial.error = "out_of_resources", str(exc)
+        return trial
+    try:
+        a, b, bias, out = _matmul_args(problem, seed)(0)
+        matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
+        if out.is_cuda:
+            torch.cuda.synchronize()
+    except Exception as exc:  # a failed launch is a result, not a crash
+        trial.status, trial.error = failure_status(exc), error_line(exc)
+        return trial
+    return None
+
+
 def evaluate(
     problem: Problem,
     config: KernelConfig | None = None,
@@ -248,39 +296,27 @@ def evaluate(
     seed: int | None = None,
     slope: float = LEAKY_SLOPE,
     timer: Callable[..., Timing] = time_fn,
+    graph_time: bool = False,
 ) -> Trial:
     """Check the Triton kernel for ``problem`` with ``config`` (default: default_config), then time it.
 
     Correctness comes first (check_correctness on fresh random inputs); only a passing
     kernel is timed, on other random inputs rotated as timing.make_input_sets decides.
-    Never raises for a kernel failure: the Trial's status and error say what went wrong.
+    With ``graph_time`` on a GPU, ``gpu_ms`` is measured too (timing.gpu_time), which is
+    what tuning ranks by. Never raises for a kernel failure: the Trial's status and error
+    say what went wrong.
     """
     if config is None:
         config = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+    failed = launch_once(problem, config, seed=seed, slope=slope)
+    if failed is not None:
+        return failed
     trial = Trial(problem, config, "success", timing=timing_label())
-    try:
-        config.check_fits(problem.torch_dtype)
-    except ConfigError as exc:
-        trial.status, trial.error = "out_of_resources", str(exc)
-        return trial
-    make = _input_factory(problem, seed)
-
-    def make_args(i: int) -> tuple:
-        a, b, bias = make(i + 1)  # set 0 (the seed itself) is the correctness check's
-        return a, b, bias, torch.empty((problem.m, problem.n), dtype=problem.torch_dtype, device=a.device)
+    make_args = _matmul_args(problem, seed)
 
     def run(a, b, bias, out):
         matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
 
-    # Compile and launch once first, so that a failure is classified from the exception
-    # itself (check_correctness keeps only a line of text).
-    try:
-        run(*make_args(0))
-        if runtime.kernel_device().type == "cuda":
-            torch.cuda.synchronize()
-    except Exception as exc:  # a failed launch is a result, not a crash
-        trial.status, trial.error = failure_status(exc), error_line(exc)
-        return trial
     check = check_correctness(problem, config, seed=seed, slope=slope)
     trial.rel_error, trial.max_abs_diff = check.rel_error, check.max_abs_diff
     trial.status = check_status(check)
@@ -292,7 +328,7 @@ def evaluate(
         return trial
     if problem.m == 0 or problem.n == 0:
         return trial  # nothing to launch, nothing to time
-    return _timed(trial, problem, run, make_args, timer)
+    return _timed(trial, problem, run, make_args, timer, graph_time)
 
 
 def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LEAKY_SLOPE) -> Callable:
@@ -337,8 +373,10 @@ def evaluate_torch(
     seed: int | None = None,
     slope: float = LEAKY_SLOPE,
     timer: Callable[..., Timing] = time_fn,
+    graph_time: bool = False,
 ) -> Trial:
-    """Check and time a torch baseline for ``problem``, the same way evaluate does the kernel.
+    """Check and time a torch baseline for ``problem``, the same way evaluate does the kernel
+    (``graph_time`` as there: gpu_ms to compare with a tuned kernel's).
 
     fp32 baselines run with TF32 allowed, like the Triton kernel's fp32 dot, so that the
     comparison is like for like. Raises ValueError only for a kernel that cannot compute
@@ -366,7 +404,7 @@ def evaluate_torch(
             return trial
         if problem.m == 0 or problem.n == 0:
             return trial
-        return _timed(trial, problem, fn, lambda i: make(i + 1), timer)
+        return _timed(trial, problem, fn, lambda i: make(i + 1), timer, graph_time)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
 

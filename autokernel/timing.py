@@ -5,10 +5,14 @@ so each repeat starts with a cold cache, and the caller's input sets are cycled 
 consecutive calls also read different memory. Under Triton's interpreter the kernels run
 as Python on the CPU: a few wall-clock repeats, labelled ``timing="interpreter"`` so they
 are never compared with GPU timings.
+
+``gpu_time`` is the other reading of one function, for ranking: the GPU time per call
+without the host's launch cost, from many calls replayed in one CUDA graph.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -25,7 +29,11 @@ _FLUSH_BYTES = 256 * 1024 * 1024  # several times any current L2 (50 MB on H100)
 _MIN_REPS = 10  # enough for the p20/p80 to mean something
 _MAX_REPS = 1000
 _INTERPRETER_REPS = 3
-_MAX_INPUT_SETS = 8
+MAX_INPUT_SETS = 8
+GRAPH_INPUT_SETS = 64
+"""The most input sets worth rotating through a CUDA graph (see gpu_time): there no flush
+runs between calls, so rotation alone keeps a call's operands out of L2."""
+_GRAPH_REP_MS = 20.0
 
 
 @dataclass(frozen=True)
@@ -63,24 +71,25 @@ def _summary(samples_ms: list[float], label: str) -> Timing:
     return Timing(ms=_quantile(s, 0.5), p20=_quantile(s, 0.2), p80=_quantile(s, 0.8), timing=label, n=len(s))
 
 
-def input_set_count(bytes_per_set: int, cache_bytes: int | None = None) -> int:
+def input_set_count(bytes_per_set: int, cache_bytes: int | None = None, max_sets: int = MAX_INPUT_SETS) -> int:
     """How many input sets to rotate so that together they overflow the L2 cache twice.
 
-    One set when a set is already larger than L2 (or under the interpreter), at most 8.
+    One set when a set alone does (or under the interpreter), at most ``max_sets`` (8:
+    time_fn flushes L2 anyway; GRAPH_INPUT_SETS for gpu_time, which cannot).
     """
     if runtime.INTERPRETER:
         return 1
     if cache_bytes is None:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         cache_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024)
-    if bytes_per_set >= cache_bytes:
-        return 1
-    return min(_MAX_INPUT_SETS, math.ceil(2 * cache_bytes / max(bytes_per_set, 1)))
+    return max(1, min(max_sets, math.ceil(2 * cache_bytes / max(bytes_per_set, 1))))
 
 
-def make_input_sets(factory: Callable[[int], Sequence[Any]], bytes_per_set: int) -> list[Sequence[Any]]:
+def make_input_sets(
+    factory: Callable[[int], Sequence[Any]], bytes_per_set: int, max_sets: int = MAX_INPUT_SETS
+) -> list[Sequence[Any]]:
     """Call ``factory(i)`` for as many sets as :func:`input_set_count` asks; pass the result as ``rotate``."""
-    return [factory(i) for i in range(input_set_count(bytes_per_set))]
+    return [factory(i) for i in range(input_set_count(bytes_per_set, max_sets=max_sets))]
 
 
 def time_fn(
@@ -149,6 +158,27 @@ def _time_gpu(fn, arg_sets, warmup_ms: float, rep_ms: float, reps: int | None) -
     samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     del flush
     return _summary(samples, GPU)
+
+
+def gpu_time(
+    fn: Callable[..., Any], *, rotate: Sequence[Sequence[Any]] | None = None, rep_ms: float = _GRAPH_REP_MS
+) -> float:
+    """GPU milliseconds per call of ``fn`` without the host's launch cost (CUDA GPU only).
+
+    Triton's ``do_bench_cudagraph``: as many calls as fill about ``rep_ms`` (from an
+    eager estimate, at least one) are captured back to back in one CUDA graph, with
+    ``args`` cycling over ``rotate``; the graph is replayed ten times and the median
+    replay divided by the number of calls. No L2 flush runs between the calls (it would
+    be timed with them): rotate over make_input_sets(..., max_sets=GRAPH_INPUT_SETS) so
+    that a call rarely finds its operands cached; a problem whose 64 sets together fit
+    in L2 is timed with a warm cache. Exceptions from ``fn`` or the capture propagate.
+    """
+    if runtime.INTERPRETER:
+        raise RuntimeError("gpu_time needs a CUDA GPU; under the interpreter use time_fn")
+    from triton.testing import do_bench_cudagraph
+
+    arg_sets = itertools.cycle(rotate if rotate else [()])
+    return float(do_bench_cudagraph(lambda: fn(*next(arg_sets)), rep=rep_ms, return_mode="median"))
 
 
 def tflops(flops: int, ms: float | None) -> float | None:

@@ -48,9 +48,11 @@ def test_quantiles():
 def test_input_sets_overflow_the_cache(monkeypatch):
     monkeypatch.setattr(runtime, "INTERPRETER", False)
     mb = 1024 * 1024
-    assert input_set_count(60 * mb, cache_bytes=50 * mb) == 1
+    assert input_set_count(100 * mb, cache_bytes=50 * mb) == 1
+    assert input_set_count(60 * mb, cache_bytes=50 * mb) == 2
     assert input_set_count(30 * mb, cache_bytes=50 * mb) == 4
     assert input_set_count(1 * mb, cache_bytes=50 * mb) == 8  # capped
+    assert input_set_count(1 * mb, cache_bytes=50 * mb, max_sets=timing.GRAPH_INPUT_SETS) == 64
     monkeypatch.setattr(runtime, "INTERPRETER", True)
     assert input_set_count(1, cache_bytes=50 * mb) == 1
 

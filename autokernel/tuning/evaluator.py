@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
 from autokernel.problem import Problem
+from autokernel.tuning.space import config_key
 
 OnTrial = Callable[[Trial], None]
+
+RETIMED = "re-timed"
+"""The note of a trial measured again by ``Evaluator.retime``."""
+RETIME_MARGIN = 0.10
 
 
 class Evaluator(Protocol):
@@ -17,9 +22,49 @@ class Evaluator(Protocol):
 
     ``evaluate`` returns one Trial per config, in the order given, and calls ``on_trial``
     with each as soon as it is final, so the caller can record it before the next one
-    finishes (Ctrl-C then loses nothing already measured). ``close`` releases workers.
+    finishes (Ctrl-C then loses nothing already measured). ``retime`` measures configs
+    again side by side, each new Trial noted "re-timed" (for a winner suspiciously far
+    ahead of the runner-up: suspicious_pair). ``close`` releases workers.
     """
 
     def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]: ...
 
+    def retime(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]: ...
+
     def close(self) -> None: ...
+
+
+def suspicious_pair(trials: Iterable[Trial], margin: float = RETIME_MARGIN) -> tuple[Trial, Trial] | None:
+    """The winner and the runner-up among ``trials`` (of one problem, on one device) when
+    the winner is more than ``margin`` faster (runner-up rank_ms / winner rank_ms - 1 >
+    margin) and was not re-timed yet; else None. Then call
+    ``evaluator.retime(problem, [winner.config, runner_up.config])``.
+
+    One trial per config counts: its latest re-timed trial where there is one, else its
+    fastest; failed trials and trials without a time are ignored.
+    """
+    per_config: dict[tuple, Trial] = {}
+    for trial in trials:
+        if not trial.ok or trial.rank_ms is None or trial.config is None:
+            continue
+        key = config_key(trial.config)
+        seen = per_config.get(key)
+        if seen is None or _retimed(trial) or (not _retimed(seen) and trial.rank_ms < seen.rank_ms):
+            per_config[key] = trial
+    ranked = sorted(per_config.values(), key=lambda t: t.rank_ms)
+    if len(ranked) < 2:
+        return None
+    winner, runner_up = ranked[0], ranked[1]
+    if _retimed(winner) or runner_up.rank_ms <= winner.rank_ms * (1 + margin):
+        return None
+    return winner, runner_up
+
+
+def mark_retimed(trial: Trial) -> Trial:
+    """``trial`` with RETIMED appended to its note (an LLM's rationale stays before it)."""
+    trial.note = f"{trial.note}; {RETIMED}" if trial.note else RETIMED
+    return trial
+
+
+def _retimed(trial: Trial) -> bool:
+    return (trial.note or "").endswith(RETIMED)  # mark_retimed appends it

@@ -19,7 +19,7 @@ from typing import Sequence
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
 from autokernel.problem import Problem
-from autokernel.tuning.evaluator import OnTrial
+from autokernel.tuning.evaluator import OnTrial, mark_retimed
 from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key
 from autokernel.tuning.strategies.base import problem_mask, problem_rows
 
@@ -100,6 +100,14 @@ class ReplayEvaluator:
                 on_trial(trial)
             out.append(trial)
         return out
+
+    def retime(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
+        """A sweep holds one measurement per config: its trials again, marked re-timed."""
+        trials = [mark_retimed(t) for t in self.evaluate(problem, configs)]
+        if on_trial is not None:
+            for trial in trials:
+                on_trial(trial)
+        return trials
 
     def close(self) -> None:
         pass

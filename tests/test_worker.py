@@ -1,0 +1,204 @@
+"""Worker evaluation: bad candidates (raise, os._exit, segfault, hang) become failed trials
+and the run goes on; compile and timing phases; re-timing; Ctrl-C; the GPU-time reader."""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from autokernel import runtime, timing
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial, evaluate
+from autokernel.problem import Problem
+from autokernel.tuning.evaluator import RETIMED, suspicious_pair
+from autokernel.tuning.replay import ReplayEvaluator
+from autokernel.tuning.worker import WorkerEvaluator
+from conftest import BIG_SHAPE
+
+pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
+
+# Odd sizes, a transposed A, bias and activation: small enough for the interpreter.
+PROBLEM = Problem(37, 29, 45, "float32", "relu", bias=True, layout="tn")
+GOOD = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1)
+TIMEOUT_S = 5.0  # a good candidate takes < 1 s: room for a loaded machine
+
+
+class OutOfResources(Exception):
+    """Named like Triton's: the status comes from the class name."""
+
+
+class CompilationError(Exception):
+    """Named like Triton's."""
+
+
+# group_m picks how a test candidate misbehaves (GOOD has group_m=1).
+BEHAVIOUR = {2: "raise", 3: "out_of_resources", 4: "exit", 5: "segfault", 6: "hang", 7: "compile_error"}
+
+
+def candidate(behaviour: str) -> KernelConfig:
+    code = next(c for c, b in BEHAVIOUR.items() if b == behaviour)
+    return GOOD.model_copy(update={"group_m": code})
+
+
+def misbehave(config: KernelConfig) -> None:
+    """Do what the config's group_m asks; return for a good one."""
+    what = BEHAVIOUR.get(config.group_m)
+    if what == "raise":
+        raise ValueError("a bad candidate")
+    if what == "out_of_resources":
+        raise OutOfResources("out of resource: shared memory, Required: 999999")
+    if what == "compile_error":
+        raise CompilationError("at 1:2: a bad candidate")
+    if what == "exit":
+        os._exit(1)
+    if what == "segfault":
+        ctypes.string_at(0)
+    if what == "hang":
+        time.sleep(600)
+
+
+def flaky_evaluate(problem: Problem, config: KernelConfig) -> Trial:
+    """The timing worker's task: misbehave, or really evaluate."""
+    misbehave(config)
+    return evaluate(problem, config)
+
+
+def flaky_compile(problem: Problem, config: KernelConfig) -> Trial | None:
+    """The compile worker's task: misbehave, or pass the candidate on."""
+    misbehave(config)
+    return None
+
+
+def test_bad_candidates_become_failed_trials_and_the_run_goes_on():
+    configs = [GOOD, candidate("raise"), candidate("out_of_resources"), candidate("exit"), GOOD,
+               candidate("segfault"), candidate("hang"), GOOD]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=TIMEOUT_S) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+    assert seen == trials  # every trial, in order, as it became final
+    assert [t.config for t in trials] == configs
+    assert [t.status for t in trials] == ["success", "runtime_error", "out_of_resources", "runtime_error",
+                                          "success", "runtime_error", "timeout", "success"]
+    errors = [t.error for t in trials]
+    assert errors[1] == "ValueError: a bad candidate"
+    assert errors[2].startswith("OutOfResources: out of resource")
+    assert "timing worker died (exit code 1)" in errors[3]
+    assert "timing worker died (killed by SIGSEGV)" in errors[5]
+    assert f"no result within {TIMEOUT_S:g} s" in errors[6]
+    for t in (trials[0], trials[4], trials[7]):  # the good ones, before and after each restart
+        assert t.error is None and t.rel_error <= 1e-4
+        assert t.ms > 0 and t.timing == "interpreter" and t.gpu_ms is None
+
+
+def test_compile_phase_records_failures_and_only_survivors_are_timed():
+    """The GPU's two phases, driven on the CPU. A compile failure that went on to the
+    timing worker would be reported twice."""
+    configs = [GOOD, candidate("compile_error"), candidate("exit"), GOOD]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, compile_workers=2,
+                         spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+        assert set(evaluator.phase_s) == {"compile", "timing"}
+    assert [t.status for t in trials] == ["success", "compile_error", "compile_error", "success"]
+    assert trials[1].error == "CompilationError: at 1:2: a bad candidate"
+    assert "compile worker died (exit code 1)" in trials[2].error
+    # Each candidate is reported once: the compile failures first, then the timed ones in order.
+    assert len(seen) == len(configs)
+    assert {id(t) for t in seen[:2]} == {id(t) for t in trials[1:3]}
+    assert seen[2:] == [trials[0], trials[3]]
+    assert all(t.rel_error <= 1e-4 for t in seen[2:])
+
+
+def test_real_problem_end_to_end_through_the_production_workers():
+    """The default tasks (compile_candidate, then evaluate with graph_time) in their workers."""
+    configs = [GOOD, KernelConfig(block_m=32, block_n=16, block_k=32, group_m=8, num_warps=2, num_stages=2)]
+    with WorkerEvaluator(compile_workers=1, spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs)
+        retimed = evaluator.retime(PROBLEM, configs)
+    for t in trials + retimed:
+        assert t.status == "success", t.error
+        assert t.rel_error <= 1e-4 and t.ms > 0 and t.timing == "interpreter"
+        assert t.gpu_ms is None  # no GPU: no CUDA-graph time, and rank_ms falls back to ms
+        assert t.rank_ms == t.ms
+    assert [t.note for t in trials] == [None, None]
+    assert [t.note for t in retimed] == [RETIMED, RETIMED]
+    assert [t.config for t in retimed] == configs
+
+
+def test_ctrl_c_kills_the_workers_and_keeps_finished_trials():
+    assert threading.current_thread() is threading.main_thread()  # where SIGINT lands
+    before = set(multiprocessing.active_children())
+    seen: list[Trial] = []
+    workers = []
+
+    def on_trial(trial: Trial) -> None:
+        seen.append(trial)
+        workers.extend(set(multiprocessing.active_children()) - before)
+        # Ctrl-C while the next candidate hangs in its worker.
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=60, spare=False)
+    with pytest.raises(KeyboardInterrupt):
+        evaluator.evaluate(PROBLEM, [GOOD, candidate("hang"), GOOD], on_trial=on_trial)
+    assert [t.status for t in seen] == ["success"]
+    assert workers and not any(p.is_alive() for p in workers)
+
+
+def _trial(config: KernelConfig, ms: float | None, gpu_ms: float | None = None, note: str | None = None,
+           status: str = "success") -> Trial:
+    return Trial(PROBLEM, config, status, ms=ms, gpu_ms=gpu_ms, note=note, timing="gpu")
+
+
+def test_suspicious_pair_finds_a_winner_far_ahead_until_it_is_retimed():
+    a, b, c = GOOD, candidate("raise"), candidate("exit")
+    close = [_trial(a, 1.0, 0.95), _trial(b, 1.0, 1.0), _trial(c, None, status="compile_error")]
+    assert suspicious_pair(close) is None  # 5 % ahead
+    far = [_trial(a, 1.0, 0.8), _trial(b, 0.9, 1.0), _trial(c, 2.0, 2.0)]
+    winner, runner_up = suspicious_pair(far)  # ranks by gpu_ms, not ms
+    assert (winner.config, runner_up.config) == (a, b)
+    # Re-timed trials stand for their configs: the winner confirmed is not re-timed again...
+    assert suspicious_pair(far + [_trial(a, 1.0, 0.7, RETIMED), _trial(b, 0.9, 1.0, RETIMED)]) is None
+    # ...and a re-timed number replaces a faster first reading.
+    winner, runner_up = suspicious_pair(far + [_trial(a, 1.0, 1.5, RETIMED)])
+    assert (winner.config, runner_up.config) == (b, a)
+    assert suspicious_pair([_trial(a, 1.0, 0.8)]) is None
+
+
+def test_replay_retime_gives_the_recorded_trials_marked(sweep):
+    replay = ReplayEvaluator(sweep)
+    problem = Problem(*BIG_SHAPE)
+    configs = replay.space(problem).configs()[:3]
+    seen: list[Trial] = []
+    again = replay.retime(problem, configs, on_trial=seen.append)
+    assert seen == again and [t.config for t in again] == configs
+    assert [t.note for t in again] == [f"replayed; {RETIMED}"] * 3
+    first = replay.evaluate(problem, configs)
+    assert [t.note for t in first] == ["replayed"] * 3  # the recorded table is left alone
+    assert [t.gpu_ms for t in again] == [t.gpu_ms for t in first]
+
+
+def test_gpu_time_cycles_the_input_sets_through_one_graph(monkeypatch):
+    """The host side of timing.gpu_time: the CUDA-graph bench is Triton's."""
+    import triton.testing
+
+    calls = []
+
+    def fake_bench(fn, rep, return_mode):
+        assert return_mode == "median"
+        for _ in range(5):
+            fn()
+        return 0.25
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", fake_bench)
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    assert timing.gpu_time(lambda x: calls.append(x), rotate=[(0,), (1,)]) == 0.25
+    assert calls == [0, 1, 0, 1, 0]
+    monkeypatch.setattr(runtime, "INTERPRETER", True)
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        timing.gpu_time(lambda: None)
