@@ -11,8 +11,7 @@ from autokernel.tuning.space import config_key
 
 OnTrial = Callable[[Trial], None]
 
-RETIMED = "re-timed"
-"""The note of a trial measured again by ``Evaluator.retime``."""
+from autokernel.history import RETIMED, is_retimed  # noqa: E402  (RETIMED: the note of a re-timed trial)
 RETIME_MARGIN = 0.10
 
 
@@ -67,4 +66,4 @@ def mark_retimed(trial: Trial) -> Trial:
 
 
 def _retimed(trial: Trial) -> bool:
-    return (trial.note or "").endswith(RETIMED)  # mark_retimed appends it
+    return is_retimed(trial.note)  # mark_retimed appends it

@@ -135,14 +135,15 @@ def tune(
         notes = getattr(strategy, "notes", None) or {}
         gen_start = time.perf_counter()
 
-        def record(trial: Trial) -> None:
+        def record(trial: Trial, gen: int = gen, new: bool = True) -> None:
             rationale = notes.get(config_key(trial.config))
             if rationale:
                 trial.note = f"{trial.note}; {rationale}" if trial.note else rationale
             store.append(make_row(command, problem, trial.config, status=trial.status, run_id=run_id,
                                   strategy=strategy.name, generation=gen, name="triton", device=device,
                                   **trial.history_fields()))
-            result.trials.append(trial)
+            if new:  # a re-timed config is not a new trial: it counts for no budget
+                result.trials.append(trial)
             if on_trial is not None:
                 on_trial(trial)
 
@@ -173,7 +174,30 @@ def tune(
         if stop.time_budget_s is not None and time.perf_counter() - started >= stop.time_budget_s:
             result.stopped = "time budget"
             break
+    if result.trials and hasattr(evaluator, "retime"):
+        event = _retime_suspicious_winner(result.trials, problem, evaluator, record)
+        if event:
+            result.events.append(event)
+            # The re-timed rows are the latest of their configs: they supersede the old ones.
+            result.best = best_of(observations(store.read(), problem, device=device, timing=timing))
     return result
+
+
+def _retime_suspicious_winner(trials: list[Trial], problem: Problem, evaluator, record) -> str | None:
+    """Measure the winner and the runner-up of ``trials`` again, side by side, when the
+    winner is suspiciously far ahead (evaluator.suspicious_pair); ``record`` appends the
+    new trials. Returns a line saying what happened, or None when nothing was re-timed."""
+    from autokernel.tuning.evaluator import suspicious_pair
+
+    pair = suspicious_pair(trials)
+    if pair is None:
+        return None
+    winner, runner_up = pair
+    lead = 100 * (runner_up.rank_ms / winner.rank_ms - 1)
+    again = evaluator.retime(problem, [winner.config, runner_up.config],
+                             on_trial=lambda t: record(t, new=False))
+    now = ", ".join(f"{t.config.short()} {t.rank_ms:.4g} ms" if t.ok else f"{t.config.short()} {t.status}" for t in again)
+    return f"re-timed the winner ({winner.rank_ms:.4g} ms, {lead:.0f} % ahead of the runner-up) beside it: {now}"
 
 
 def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history: Sequence[Observation],

@@ -83,14 +83,27 @@ def problem_rows(df: "pd.DataFrame", problem: "Problem", *, device: str | None =
 def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
                  timing: str | None = None) -> list[Observation]:
     """The Triton trials of ``problem`` in a history frame as Observations (see
-    problem_rows); ranked by ``gpu_ms`` where measured, else ``ms``."""
-    out = []
+    problem_rows), one per config: ranked by ``gpu_ms`` where measured, else ``ms``; a
+    config measured more than once counts by its re-timed row if it has one, else by its
+    fastest success, else its latest failure."""
+    from autokernel.history import is_retimed
+
+    out: dict[tuple, Observation] = {}
+    final: set[tuple] = set()
     for config, row in problem_rows(df, problem, device=device, timing=timing):
         ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
         status = str(row["status"])
         ok = status == "success" and ms is not None
-        out.append(Observation(config, status, float(ms) if ok else None, row["error"]))
-    return out
+        obs = Observation(config, status, float(ms) if ok else None, row["error"])
+        key = config_key(config)
+        seen = out.get(key)
+        if is_retimed(row["note"]):
+            out[key] = obs
+            final.add(key)
+        elif key not in final and (seen is None or (obs.ok and (not seen.ok or obs.ms < seen.ms))
+                                   or (not obs.ok and not seen.ok)):
+            out[key] = obs
+    return list(out.values())
 
 
 def tried_keys(history: Sequence[Observation]) -> set[tuple]:
