@@ -183,3 +183,20 @@ def test_argument_checks_still_apply_with_grad():
         autokernel.linear(x, w, b, "tanh")
     with pytest.raises(TypeError, match="dtype"):
         autokernel.linear(x, w.half())
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_non_contiguous_bias_forward_and_backward(activation):
+    # The bias is a column of a 2-D leaf: its stride is 3, and db flows back into that column.
+    x, w, _ = make_inputs((4, 9), 19, 37, torch.float32, bias=False, seed=8)
+    table = torch.randn(37, 3).to(DEVICE).requires_grad_()
+    x.requires_grad_()
+    y = autokernel.linear(x, w, table[:, 1], activation, slope=SLOPE)
+    grad_y = torch.randn(y.shape).to(DEVICE)
+    y.backward(grad_y)
+    bias = table.detach()[:, 1].clone()
+    y_ref, (dx_ref, db_ref) = reference_grads(x, w, bias, activation, grad_y, (True, False, True))
+    assert_close(y, y_ref, torch.float32, "y")
+    assert_close(x.grad, dx_ref, torch.float32, "dx")
+    assert_close(table.grad[:, 1], db_ref, torch.float32, "dbias")
+    assert not table.grad[:, [0, 2]].any()

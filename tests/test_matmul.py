@@ -226,3 +226,41 @@ def test_epilogue_stores_preactivation_beside_output(variant, device):
     assert not torch.isnan(z).any() and not torch.isnan(y).any()
     assert rel_error(z, reference(a, b, bb, "none")) < 1e-2
     assert rel_error(y, reference(a, b, bb, "silu")) < 1e-2
+
+
+# ---- hardening (issue 11): strided bias, outputs that overlap inputs ----
+
+def _strided_biases(n, dtype, device):
+    """Non-contiguous biases of length n: a slice with step 2, a column of a matrix, a
+    broadcast scalar (stride 0)."""
+    g = torch.Generator().manual_seed(5)
+    return {
+        "step 2": torch.randn(2 * n, generator=g).to(device, dtype)[::2],
+        "column": torch.randn(n, 3, generator=g).to(device, dtype)[:, 1],
+        "stride 0": torch.randn(1, generator=g).to(device, dtype).expand(n),
+    }
+
+
+@pytest.mark.parametrize("variant", ["grouped", "tma"])
+@pytest.mark.parametrize("kind", ["step 2", "column", "stride 0"])
+def test_non_contiguous_bias(kind, variant, device):
+    a, b, _ = _inputs(40, 72, 56, torch.float16, device, seed=21)
+    bias = _strided_biases(72, torch.float16, device)[kind]
+    assert not bias.is_contiguous()
+    out = ak.matmul(a, b, bias, "gelu", config=ak.KernelConfig(**{**TMA_CFG, "variant": variant}))
+    assert rel_error(out, reference(a, b, bias.contiguous(), "gelu")) < 1e-2
+
+
+def test_non_contiguous_bias_small_float32(device):
+    # The issue's example: autokernel.matmul(a, b, torch.arange(12.)[::2]).
+    a, b = torch.randn(5, 7).to(device), torch.randn(7, 6).to(device)
+    out = ak.matmul(a, b, torch.arange(12.0).to(device)[::2])
+    torch.testing.assert_close(out, a @ b + torch.arange(0.0, 12.0, 2.0).to(device), rtol=FP32_TOL, atol=FP32_TOL)
+
+
+def test_linear_non_contiguous_bias(device):
+    x = torch.randn(3, 5, 24).to(device, torch.float16)
+    w = (torch.randn(40, 24) / 24**0.5).to(device, torch.float16)
+    bias = _strided_biases(40, torch.float16, device)["column"]
+    y = ak.linear(x, w, bias, "silu")
+    assert rel_error(y, F.silu(F.linear(x.float(), w.float(), bias.float()))) < 1e-2
