@@ -264,3 +264,46 @@ def test_linear_non_contiguous_bias(device):
     bias = _strided_biases(40, torch.float16, device)["column"]
     y = ak.linear(x, w, bias, "silu")
     assert rel_error(y, F.silu(F.linear(x.float(), w.float(), bias.float()))) < 1e-2
+
+
+def _overlapping_outs(device):
+    """(name, a, b, bias, out) where out shares memory with an input."""
+    x = torch.randn(24, 24).to(device)
+    w = torch.randn(24, 24).to(device)
+    buf = torch.randn(40, 24).to(device)
+    yield "out is a", x, w, None, x
+    yield "out is b", x, w, None, w
+    yield "out is b transposed", x, w.t(), None, w
+    yield "out half over a", buf[:24], w, None, buf[12:36]
+    yield "bias is a row of out", x, w, buf[0], buf[:24]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_out_overlapping_an_input_is_rejected(case, device):
+    name, a, b, bias, out = list(_overlapping_outs(device))[case]
+    before = [t.clone() for t in (a, b, out)]
+    with pytest.raises(ValueError, match="out overlaps"):
+        ak.matmul(a, b, bias, out=out)
+    for t, old in zip((a, b, out), before):
+        assert torch.equal(t, old), name  # refused before any launch
+
+
+def test_out_with_elements_sharing_memory_is_rejected(device):
+    a, b = torch.randn(8, 8).to(device), torch.randn(8, 8).to(device)
+    with pytest.raises(ValueError, match="share memory"):
+        ak.matmul(a, b, out=torch.empty(8, 1, device=device).expand(8, 8))
+
+
+def test_out_beside_inputs_in_one_buffer_is_fine(device):
+    # Views of one buffer that touch disjoint elements: halves, and interleaved columns.
+    buf = torch.randn(48, 24).to(device)
+    a, out = buf[:24], buf[24:]
+    b = torch.randn(24, 24).to(device)
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
+    cols = torch.randn(24, 48).to(device)
+    b, out = cols[:, 1::2], cols[:, ::2]
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
