@@ -50,13 +50,23 @@ def _register() -> None:
 _register()
 
 
+class _Interrupted(BaseException):
+    """Ctrl-C while a command runs. Not a KeyboardInterrupt: click turns that into a silent
+    exit or "Aborted!" inside the app, before main could say what was saved."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Interrupted
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: the app, with every way out of it one line on stderr.
 
     Click's standalone mode is off so that this one place handles what it would print
-    as a boxed panel (usage errors) or "Aborted!" (Ctrl-C); the commands' own exits
-    (typer.Exit from ``fail``) pass through with their codes.
+    as a boxed panel (usage errors); Ctrl-C says how many history rows were saved and
+    exits 130; the commands' own exits (typer.Exit from ``fail``) keep their codes.
     """
+    import signal
     import sys
 
     try:  # recent typer carries its own copy of click; older versions use click itself
@@ -66,9 +76,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from autokernel.cli._common import EXIT_INTERRUPTED, err_console, saved_rows
 
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         code = app(args=argv, prog_name="autokernel", standalone_mode=False)
-    except typer.Abort:  # Ctrl-C: click turns KeyboardInterrupt into Abort
+    except _Interrupted:
         where = f" to {saved_rows.path}" if saved_rows.path is not None else ""
         err_console.print(f"interrupted, {saved_rows.count} rows saved{escape(where)}", highlight=False,
                           soft_wrap=True)
@@ -83,4 +94,6 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # `autokernel history | head`: the reader left; say nothing more
         sys.stdout = None
         sys.exit(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     sys.exit(code or 0)
