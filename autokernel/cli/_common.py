@@ -47,10 +47,14 @@ def print_table(table: Table) -> None:
 
 
 class _SavedRows:
-    """History rows this process appended, for the line Ctrl-C leaves."""
+    """History rows this process appended, for the line Ctrl-C leaves (cli.main)."""
 
     count = 0
     path: Any = None
+
+    def add(self, n: int, path: Any) -> None:
+        self.count += n
+        self.path = path
 
 
 saved_rows = _SavedRows()
@@ -208,8 +212,7 @@ def append_history(store: Any, rows: list[dict]) -> None:
         store.append_many(rows)
     except (ValueError, OSError) as exc:
         fail(f"cannot append to the history {store.path}: {exc}")
-    saved_rows.count += len(rows)
-    saved_rows.path = store.path
+    saved_rows.add(len(rows), store.path)
 
 
 def measured_problems(
