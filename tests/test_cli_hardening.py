@@ -73,11 +73,10 @@ def test_usage_errors_are_one_line(args, says, capsys):
 
 def test_ctrl_c_is_one_line_with_the_rows_saved(tmp_path, monkeypatch, capsys):
     import autokernel.evaluate
-    from autokernel.cli._common import saved_rows
+    from autokernel.cli._common import this_run
     from autokernel.history import History
 
-    monkeypatch.setattr(saved_rows, "count", 0)
-    monkeypatch.setattr(saved_rows, "path", None)
+    monkeypatch.setattr(this_run, "store", None)
     check = autokernel.evaluate.check_correctness
     calls = []
 
@@ -97,6 +96,9 @@ def test_ctrl_c_is_one_line_with_the_rows_saved(tmp_path, monkeypatch, capsys):
 
 def test_ctrl_c_before_any_row(monkeypatch, capsys):
     import autokernel.cli.history as history_cli
+    from autokernel.cli._common import this_run
+
+    monkeypatch.setattr(this_run, "store", None)
 
     def interrupted(*args, **kwargs):
         signal.raise_signal(signal.SIGINT)
@@ -180,3 +182,26 @@ def test_slow_interpreted_problems_are_warned_with_an_estimate(capsys):
     assert len(lines) == 1 and "8192x8192x8192" in lines[0] and "per kernel call" in lines[0], lines
     warn_if_slow([Problem(256, 256, 256)])
     assert capsys.readouterr().err == ""
+
+
+def test_ctrl_c_in_tune_keeps_every_trial(sweep, tmp_path, monkeypatch, capsys):
+    from autokernel.cli._common import this_run
+    from autokernel.history import History
+
+    monkeypatch.setattr(this_run, "store", None)
+    append_many = History.append_many
+    calls = []
+
+    def interrupted_after_the_third(self, rows):
+        append_many(self, rows)
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(History, "append_many", interrupted_after_the_third)
+    path = tmp_path / "h.csv"
+    code, _, err = _main(["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "random", "-g", "3", "-n", "4",
+                          "--seed", "1", "--history", str(path)], capsys)
+    assert code == 130
+    assert err.strip().splitlines()[-1] == f"interrupted, 3 rows saved to {path}"
+    assert len(History(path).read()) == 3

@@ -74,15 +74,13 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         from click import ClickException
 
-    from autokernel.cli._common import EXIT_INTERRUPTED, err_console, saved_rows
+    from autokernel.cli._common import EXIT_INTERRUPTED, err_console, this_run
 
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         code = app(args=argv, prog_name="autokernel", standalone_mode=False)
     except _Interrupted:
-        where = f" to {saved_rows.path}" if saved_rows.path is not None else ""
-        err_console.print(f"interrupted, {saved_rows.count} rows saved{escape(where)}", highlight=False,
-                          soft_wrap=True)
+        err_console.print(f"interrupted, {escape(this_run.saved())}", highlight=False, soft_wrap=True)
         sys.exit(EXIT_INTERRUPTED)
     except ClickException as exc:  # usage errors: -s abc, --bogus, a missing value
         if not exc.format_message():  # no arguments at all: the help was the answer

@@ -46,18 +46,34 @@ def print_table(table: Table) -> None:
             console.width = width
 
 
-class _SavedRows:
-    """History rows this process appended, for the line Ctrl-C leaves (cli.main)."""
+class _ThisRun:
+    """The history this process appends to and the run id of its rows: after Ctrl-C,
+    cli.main counts this run's rows on disk (exact, whenever the interrupt landed)."""
 
-    count = 0
-    path: Any = None
+    store: Any = None
+    run_id: str | None = None
 
-    def add(self, n: int, path: Any) -> None:
-        self.count += n
-        self.path = path
+    def saved(self) -> str:
+        """"N rows saved to PATH" (or "0 rows saved" when no history was opened)."""
+        if self.store is None:
+            return "0 rows saved"
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a torn last line is no news here
+            df = self.store.read()
+        return f"{int((df['run_id'] == self.run_id).sum())} rows saved to {self.store.path}"
 
 
-saved_rows = _SavedRows()
+this_run = _ThisRun()
+
+
+def start_run(store: Any) -> str:
+    """A new run id for rows appended to ``store``, remembered for the line Ctrl-C leaves."""
+    from autokernel.history import new_run_id
+
+    this_run.store, this_run.run_id = store, new_run_id()
+    return this_run.run_id
 
 
 @contextmanager
@@ -212,7 +228,6 @@ def append_history(store: Any, rows: list[dict]) -> None:
         store.append_many(rows)
     except (ValueError, OSError) as exc:
         fail(f"cannot append to the history {store.path}: {exc}")
-    saved_rows.add(len(rows), store.path)
 
 
 def measured_problems(

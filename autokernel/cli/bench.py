@@ -37,6 +37,7 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    start_run,
     trial_row,
     trial_timer,
     user_errors,
@@ -215,9 +216,7 @@ def bench(
             except OSError as exc:
                 fail(f"cannot write --csv {csv_path}: {exc.strerror}")
     warn_if_slow(problems, passes=6 if backward else 2)
-    from autokernel.history import new_run_id
-
-    run_id = new_run_id()
+    run_id = start_run(store)
 
     def record(result: BenchResult) -> None:
         append_history(store, [trial_row("bench", result.torch, run_id, "torch"),

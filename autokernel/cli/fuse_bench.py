@@ -32,6 +32,7 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    start_run,
     trial_row,
     trial_timer,
     user_errors,
@@ -169,9 +170,7 @@ def fuse_bench(
         if best and cfg is None:
             warn(f"no config in {best} for {p.label()}; showing the default config only")
     warn_if_slow(problems)
-    from autokernel.history import new_run_id
-
-    run_id = new_run_id()
+    run_id = start_run(store)
     timer, how = trial_timer(repeat)
 
     results = []

@@ -28,7 +28,7 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
-    saved_rows,
+    start_run,
     user_errors,
     warn,
 )
@@ -144,14 +144,12 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
 
 def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
         *, command: str, stop: "StopRules | None" = None) -> None:
-    """Tune each problem in turn; render, write JSON and the plot. Ctrl-C: cli.main says
-    how many rows were saved; the evaluator's workers are closed on the way out."""
-    from autokernel.history import new_run_id
-
+    """Tune each problem in turn; render, write JSON and the plot. Ctrl-C: cli.main counts
+    this run's rows on disk; the evaluator's workers are closed on the way out."""
     store = history_store(history)
     if plot is not None:
         _check_plot_path(plot)
-    run_id = new_run_id()
+    run_id = start_run(store)
     results: list[dict[str, Any]] = []
     evaluator = None
     try:
@@ -227,7 +225,6 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
     best_ms: list[float] = []
 
     def on_trial(trial: "Trial") -> None:
-        saved_rows.add(1, store.path)  # the loop appended the trial's row before calling this
         if trial.ok and trial.rank_ms is not None:
             best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
         best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"

@@ -29,6 +29,7 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    start_run,
     user_errors,
     warn_if_slow,
 )
@@ -180,9 +181,9 @@ def validate(
         fail("no case matches these options")
     warn_if_slow(problems)
     from autokernel.evaluate import check_status
-    from autokernel.history import make_row, new_run_id
+    from autokernel.history import make_row
 
-    run_id = new_run_id()
+    run_id = start_run(store)
 
     def record(r: CheckResult) -> None:
         append_history(store, [make_row("validate", r.problem, r.config, status=check_status(r), run_id=run_id,
