@@ -54,7 +54,7 @@ class _ThisRun:
     run_id: str | None = None
 
     def saved(self) -> str:
-        """"N rows saved to PATH" (or "0 rows saved" when no history was opened)."""
+        """How many of this run's rows are on disk, and where ("0 rows saved" before any history was opened)."""
         if self.store is None:
             return "0 rows saved"
         import warnings
@@ -295,7 +295,9 @@ def warn_if_slow(problems: list[Any], passes: int = 1) -> None:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
 
 
 def trial_timer(repeat: int | None) -> tuple[Any, str]:

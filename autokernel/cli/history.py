@@ -86,7 +86,8 @@ def render(rows: list[dict], title: str) -> None:
             _problem_label(r),
             _config_label(r["config"]),
         )]
-        cells += [f"[{colour}]{escape(str(r['status']))}[/]", fmt(r["ms"], 4), fmt(r["tflops"], 1), escape(r["timing"] or "-")]
+        cells += [f"[{colour}]{escape(str(r['status']))}[/]", fmt(r["ms"], 4), fmt(r["tflops"], 1),
+                  escape(r["timing"] or "-")]
         cells += [] if one_device else [escape(r["device"] or "-")]
         table.add_row(*cells, escape((r["error"] or "")[:80]))
     print_table(table)
