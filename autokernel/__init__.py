@@ -1,16 +1,46 @@
 """autokernel: Triton GEMM kernels with fused epilogues, measured against PyTorch.
 
-Import order matters: ``runtime`` decides, before triton is imported, whether kernels
-run on the GPU or under Triton's interpreter on the CPU.
+The public names are imported on first use (PEP 562), so ``autokernel --help`` and the
+CLI's argument checks run without importing torch or triton. Import order matters:
+``runtime`` decides, before triton is imported, whether kernels run on the GPU or under
+Triton's interpreter on the CPU, so it is imported before any public name.
 """
 
-from autokernel import runtime  # noqa: F401  (must come first: sets TRITON_INTERPRET)
-from autokernel.api import linear, matmul
-from autokernel.config import ConfigError, KernelConfig, default_config
-from autokernel.kernels.epilogue import ACTIVATIONS
+from __future__ import annotations
 
-from autokernel import nn  # noqa: E402  (after api: nn.Linear builds on linear)
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ACTIVATIONS", "ConfigError", "KernelConfig", "default_config", "linear", "matmul", "nn", "__version__"]
+_EXPORTS = {
+    "ACTIVATIONS": "autokernel.kernels.epilogue",
+    "ConfigError": "autokernel.config",
+    "KernelConfig": "autokernel.config",
+    "default_config": "autokernel.config",
+    "linear": "autokernel.api",
+    "matmul": "autokernel.api",
+    "nn": "autokernel.nn",
+}
+
+__all__ = [*sorted(_EXPORTS), "__version__"]
+
+if TYPE_CHECKING:
+    from autokernel import nn
+    from autokernel.api import linear, matmul
+    from autokernel.config import ConfigError, KernelConfig, default_config
+    from autokernel.kernels.epilogue import ACTIVATIONS
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'autokernel' has no attribute {name!r}")
+    importlib.import_module("autokernel.runtime")  # first: sets TRITON_INTERPRET before triton loads
+    module = importlib.import_module(_EXPORTS[name])
+    value = module if name == "nn" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -82,6 +82,46 @@ def check_matmul_args(a, b, bias=None, out=None) -> None:
             raise ValueError(f"out has shape {tuple(out.shape)}, expected {(a.shape[0], n)}")
         if out.dtype != a.dtype:
             raise TypeError(f"out has dtype {out.dtype}, expected {a.dtype}")
+        _check_out_memory(out, {"a": a, "b": b, "bias": bias})
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) bytes of memory that the elements of a non-empty ``t`` touch."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _shares_bytes(out: torch.Tensor, t: torch.Tensor) -> bool:
+    """True when some element of ``out`` lies on bytes of an element of ``t``. Views of one
+    buffer that touch disjoint elements (two halves, interleaved columns) do not."""
+    (o0, o1), (t0, t1) = _byte_span(out), _byte_span(t)
+    if o1 <= t0 or t1 <= o0:
+        return False
+    # The spans meet (views of one buffer, a rare case): mark t's bytes, look for out's.
+    base = min(o0, t0)
+    touched = torch.zeros(max(o1, t1) - base, dtype=torch.bool)
+    for byte in range(t.element_size()):
+        _element_bytes(touched, t, base, byte).fill_(True)
+    return any(bool(_element_bytes(touched, out, base, byte).any()) for byte in range(out.element_size()))
+
+
+def _element_bytes(buffer: torch.Tensor, t: torch.Tensor, base: int, byte: int) -> torch.Tensor:
+    """The view of ``buffer`` (one bool per byte from address ``base``) that holds byte
+    ``byte`` of each element of ``t``."""
+    size = t.element_size()
+    return buffer.as_strided(t.shape, [s * size for s in t.stride()], t.data_ptr() - base + byte)
+
+
+def _check_out_memory(out: torch.Tensor, inputs: dict) -> None:
+    """``out`` must not overwrite an input the kernel still reads, nor itself (stride 0)."""
+    if out.numel() == 0:
+        return
+    if torch._debug_has_internal_overlap(out) == 1:  # 1: some elements share memory
+        raise ValueError(f"out has elements that share memory (stride {tuple(out.stride())}); pass a dense tensor")
+    for name, t in inputs.items():
+        if t is not None and t.numel() > 0 and _shares_bytes(out, t):
+            raise ValueError(f"out overlaps {name} in memory: the kernel would overwrite {name} while reading it; "
+                             "pass a separate output tensor")
 
 
 def matmul(
@@ -105,15 +145,29 @@ def matmul(
         config: tile and launch parameters; by default a tuned config for the nearest shape
             ($AUTOKERNEL_CONFIG, then the file shipped for this GPU: ``autokernel.best``),
             else ``default_config(M, N, K, dtype)``.
-        out: optional preallocated [M, N] output of the operands' dtype.
+        out: optional preallocated [M, N] output of the operands' dtype; it must not share
+            memory with a, b or bias.
 
     Returns:
         [M, N] in the operands' dtype. Zero-size M or N gives an empty result; K = 0
         gives activation(bias) (or activation(0)) broadcast over the rows.
+
+    Differentiable: when grad mode is on and any of a, b, bias requires grad, it runs as
+    ``linear(a, b.t(), bias)`` through ``autokernel.autograd.LinearFunction``; ``out=``
+    then raises RuntimeError, as torch's does.
     """
     check_matmul_args(a, b, bias, out)
     _check_config("config", config)
-    return _matmul_checked(a, b, bias, normalize_activation(activation), slope, config, out)
+    act = normalize_activation(activation)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, bias)):
+        if out is not None:
+            raise RuntimeError("matmul(): out= does not support automatic differentiation, but one of the "
+                               "arguments requires grad")
+        from autokernel.autograd import LinearFunction
+
+        # A @ B is linear's X @ W^T with W = B^T, a view: nothing is copied.
+        return LinearFunction.apply(a, b.t(), bias, act, float(slope), config, None, None)
+    return _matmul_checked(a, b, bias, act, slope, config, out)
 
 
 def _matmul_checked(a, b, bias, act: str, slope: float, config: KernelConfig | None, out=None) -> torch.Tensor:

@@ -137,7 +137,9 @@ class KernelConfig(BaseModel):
         try:
             data = json.loads(source)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"config is neither a JSON object nor a readable file: {exc.msg}") from None
+            if source is text and not text.lstrip().startswith(("{", "[")):
+                raise ConfigError(f"config file {text} does not exist (nor is it JSON)") from None
+            raise ConfigError(f"config is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
         if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
             data = data["config"]  # accept an exported entry that wraps the config
         if not isinstance(data, dict):

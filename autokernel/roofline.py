@@ -240,7 +240,8 @@ def plot_roofline(
     path: str | Path,
     trials: Sequence[tuple[float, float]] | None = None,
 ) -> Path:
-    """Write a log-log roofline of ``gpu`` to ``path`` (format from the suffix, e.g. .png).
+    """Write a log-log roofline of ``gpu`` to ``path`` (format from the suffix, .png when
+    it has none) and return the path written.
 
     The memory roof (bandwidth x intensity) meets each compute roof at its ridge point,
     which is marked; each result is a labelled point at (FLOP/B, achieved TFLOP/s) when it
@@ -286,6 +287,8 @@ def plot_roofline(
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     out = Path(path)
+    if not out.suffix:  # matplotlib would add its default format's suffix: say so in the path returned
+        out = out.with_suffix(".png")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     return out

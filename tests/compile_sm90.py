@@ -34,7 +34,8 @@ def matmul_variants():
         t = "*" + _TYPES[dtype]
         sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t}
         sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk",
-                                             "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn")})
+                                             "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
+                                             "stride_bias")})
         sig["slope"] = "fp32"
         consts = dict(HAS_BIAS=has_bias, STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
                       BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
@@ -55,7 +56,7 @@ def matmul_tma_variants():
             "b_desc": f"tensordesc<{t}[{bn}, {bk}]>" if b_trans else f"tensordesc<{t}[{bk}, {bn}]>",
             "c_desc": f"tensordesc<{t}[{bm}, {bn}]>",
             "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
-            "stride_zm": "i32", "stride_zn": "i32", "slope": "fp32",
+            "stride_zm": "i32", "stride_zn": "i32", "stride_bias": "i32", "slope": "fp32",
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132)

@@ -39,8 +39,14 @@ def test_rejects_bad_fields(field, value, match):
 def test_rejects_unknown_field_and_bad_json():
     with pytest.raises(ConfigError, match="block_q"):
         KernelConfig.from_dict({"block_q": 16})
-    with pytest.raises(ConfigError, match="neither a JSON object nor a readable file"):
+    with pytest.raises(ConfigError, match="not valid JSON"):
         KernelConfig.from_json("{not json")
+
+
+def test_missing_config_file_is_named(tmp_path):
+    missing = tmp_path / "missing.json"
+    with pytest.raises(ConfigError, match=f"config file {missing} does not exist"):
+        KernelConfig.from_json(str(missing))
 
 
 def test_tile_too_small_for_warps():

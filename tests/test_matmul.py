@@ -1,5 +1,7 @@
 """The forward kernel against a float32 torch reference, under the interpreter."""
 
+import zlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,7 +29,7 @@ def _inputs(m, n, k, dtype, device, layout="nn", bias=True, seed=0):
 @pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("bias", [False, True])
 def test_activations_bias_dtypes(dtype, act, bias, device):
-    a, b, bb = _inputs(37, 45, 70, dtype, device, bias=bias, seed=hash((str(dtype), act, bias)) % 1000)
+    a, b, bb = _inputs(37, 45, 70, dtype, device, bias=bias, seed=zlib.crc32(f"{dtype} {act} {bias}".encode()) % 1000)
     out = ak.matmul(a, b, bb, act)
     assert out.dtype == dtype and out.shape == (37, 45)
     assert rel_error(out, reference(a, b, bb, act)) < TOL[dtype]
@@ -226,3 +228,84 @@ def test_epilogue_stores_preactivation_beside_output(variant, device):
     assert not torch.isnan(z).any() and not torch.isnan(y).any()
     assert rel_error(z, reference(a, b, bb, "none")) < 1e-2
     assert rel_error(y, reference(a, b, bb, "silu")) < 1e-2
+
+
+# ---- hardening (issue 11): strided bias, outputs that overlap inputs ----
+
+def _strided_biases(n, dtype, device):
+    """Non-contiguous biases of length n: a slice with step 2, a column of a matrix, a
+    broadcast scalar (stride 0)."""
+    g = torch.Generator().manual_seed(5)
+    return {
+        "step 2": torch.randn(2 * n, generator=g).to(device, dtype)[::2],
+        "column": torch.randn(n, 3, generator=g).to(device, dtype)[:, 1],
+        "stride 0": torch.randn(1, generator=g).to(device, dtype).expand(n),
+    }
+
+
+@pytest.mark.parametrize("variant", ["grouped", "tma"])
+@pytest.mark.parametrize("kind", ["step 2", "column", "stride 0"])
+def test_non_contiguous_bias(kind, variant, device):
+    a, b, _ = _inputs(40, 72, 56, torch.float16, device, seed=21)
+    bias = _strided_biases(72, torch.float16, device)[kind]
+    assert not bias.is_contiguous()
+    out = ak.matmul(a, b, bias, "gelu", config=ak.KernelConfig(**{**TMA_CFG, "variant": variant}))
+    assert rel_error(out, reference(a, b, bias.contiguous(), "gelu")) < 1e-2
+
+
+def test_non_contiguous_bias_small_float32(device):
+    # The issue's example: autokernel.matmul(a, b, torch.arange(12.)[::2]).
+    a, b = torch.randn(5, 7).to(device), torch.randn(7, 6).to(device)
+    out = ak.matmul(a, b, torch.arange(12.0).to(device)[::2])
+    torch.testing.assert_close(out, a @ b + torch.arange(0.0, 12.0, 2.0).to(device), rtol=FP32_TOL, atol=FP32_TOL)
+
+
+def test_linear_non_contiguous_bias(device):
+    x = torch.randn(3, 5, 24).to(device, torch.float16)
+    w = (torch.randn(40, 24) / 24**0.5).to(device, torch.float16)
+    bias = _strided_biases(40, torch.float16, device)["column"]
+    y = ak.linear(x, w, bias, "silu")
+    assert rel_error(y, F.silu(F.linear(x.float(), w.float(), bias.float()))) < 1e-2
+
+
+def _overlapping_outs(device):
+    """(name, a, b, bias, out) where out shares memory with an input."""
+    x = torch.randn(24, 24).to(device)
+    w = torch.randn(24, 24).to(device)
+    buf = torch.randn(40, 24).to(device)
+    yield "out is a", x, w, None, x
+    yield "out is b", x, w, None, w
+    yield "out is b transposed", x, w.t(), None, w
+    yield "out half over a", buf[:24], w, None, buf[12:36]
+    yield "bias is a row of out", x, w, buf[0], buf[:24]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_out_overlapping_an_input_is_rejected(case, device):
+    name, a, b, bias, out = list(_overlapping_outs(device))[case]
+    before = [t.clone() for t in (a, b, out)]
+    with pytest.raises(ValueError, match="out overlaps"):
+        ak.matmul(a, b, bias, out=out)
+    for t, old in zip((a, b, out), before):
+        assert torch.equal(t, old), name  # refused before any launch
+
+
+def test_out_with_elements_sharing_memory_is_rejected(device):
+    a, b = torch.randn(8, 8).to(device), torch.randn(8, 8).to(device)
+    with pytest.raises(ValueError, match="share memory"):
+        ak.matmul(a, b, out=torch.empty(8, 1, device=device).expand(8, 8))
+
+
+def test_out_beside_inputs_in_one_buffer_is_fine(device):
+    # Views of one buffer that touch disjoint elements: halves, and interleaved columns.
+    buf = torch.randn(48, 24).to(device)
+    a, out = buf[:24], buf[24:]
+    b = torch.randn(24, 24).to(device)
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
+    cols = torch.randn(24, 48).to(device)
+    b, out = cols[:, 1::2], cols[:, ::2]
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)

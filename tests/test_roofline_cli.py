@@ -89,6 +89,17 @@ def test_plot_writes_a_png(hist, tmp_path) -> None:
     assert "chart written" in result.stdout
 
 
+@pytest.mark.parametrize("with_problem", [True, False])
+def test_plot_without_a_suffix_names_the_file_written(hist, tmp_path, with_problem) -> None:
+    chart = tmp_path / "chart"
+    problem = ["-s", "4096", "--ms", "1"] if with_problem else []
+    result = runner.invoke(app, ["roofline", "--gpu", "H100", *problem, "--plot", str(chart)])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "chart.png"
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not chart.exists()
+    assert f"roofline chart written to {written}" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

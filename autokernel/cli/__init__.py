@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from autokernel import __version__
 
@@ -49,5 +50,48 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    app()
+class _Interrupted(BaseException):
+    """Ctrl-C while a command runs. Not a KeyboardInterrupt: click turns that into a silent
+    exit or "Aborted!" inside the app, before main could say what was saved."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Interrupted
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: the app, with every way out of it one line on stderr.
+
+    Click's standalone mode is off so that this one place handles what it would print
+    as a boxed panel (usage errors); Ctrl-C says how many history rows were saved and
+    exits 130; the commands' own exits (typer.Exit from ``fail``) keep their codes.
+    """
+    import signal
+    import sys
+
+    try:  # recent typer carries its own copy of click; older versions use click itself
+        from typer._click.exceptions import ClickException
+    except ImportError:
+        from click import ClickException
+
+    from autokernel.cli._common import EXIT_INTERRUPTED, err_console, this_run
+
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        code = app(args=argv, prog_name="autokernel", standalone_mode=False)
+    except _Interrupted:
+        err_console.print(f"interrupted, {escape(this_run.saved())}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except ClickException as exc:  # usage errors: -s abc, --bogus, a missing value
+        if not exc.format_message():  # no arguments at all: the help was the answer
+            sys.exit(exc.exit_code)
+        hint = f" (see {exc.ctx.command_path} --help)" if getattr(exc, "ctx", None) is not None else ""
+        err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(hint)}", highlight=False,
+                          soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:  # `autokernel history | head`: the reader left; say nothing more
+        sys.stdout = None
+        sys.exit(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sys.exit(code or 0)

@@ -10,20 +10,70 @@ from typing import Annotated, Any, Iterator, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
 
 # Exit codes: 1 = the work ran and something failed (a check, a trial);
-# 2 = the request itself was bad or cannot run here.
+# 2 = the request itself was bad or cannot run here; 130 = interrupted (Ctrl-C).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_PIPED_WIDTH = 100_000  # piped output: as wide as the cells need, never cut to 80 columns
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one line to stderr and exit with ``code``: never a traceback."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def print_table(table: Table) -> None:
+    """A table on stdout: boxed on a terminal; piped or redirected, plain columns at the
+    width the cells need (a cell cut to "succe…" at 80 columns helps no one)."""
+    if console.is_terminal:
+        console.print(table)
+    else:
+        table.box = None
+        width = console.width
+        console.width = _PIPED_WIDTH  # print's own width= can only narrow the console's
+        try:
+            console.print(table, crop=False)
+        finally:
+            console.width = width
+
+
+class _ThisRun:
+    """The history this process appends to and the run id of its rows: after Ctrl-C,
+    cli.main counts this run's rows on disk (exact, whenever the interrupt landed)."""
+
+    store: Any = None
+    run_id: str | None = None
+
+    def saved(self) -> str:
+        """How many of this run's rows are on disk, and where ("0 rows saved" before any history was opened)."""
+        if self.store is None:
+            return "0 rows saved"
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a torn last line is no news here
+            df = self.store.read()
+        return f"{int((df['run_id'] == self.run_id).sum())} rows saved to {self.store.path}"
+
+
+this_run = _ThisRun()
+
+
+def start_run(store: Any) -> str:
+    """A new run id for rows appended to ``store``, remembered for the line Ctrl-C leaves."""
+    from autokernel.history import new_run_id
+
+    this_run.store, this_run.run_id = store, new_run_id()
+    return this_run.run_id
 
 
 @contextmanager
@@ -64,6 +114,19 @@ ActivationOpt = Annotated[
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="A KernelConfig as a JSON string or a JSON file.")
 ]
+
+
+def parse_config(text: str | None) -> Any:
+    """The KernelConfig of --config (None when not given); an empty value is an error, not "no config"."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise ValueError("--config is empty: give a KernelConfig as a JSON object or a JSON file")
+    from autokernel.config import KernelConfig
+
+    return KernelConfig.from_json(text)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the results as JSON alone on stdout.")]
 
 
@@ -138,7 +201,7 @@ def load_best(path: str | None) -> Any:
 
 def warn(message: str) -> None:
     """One warning line on stderr."""
-    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def history_store(path: str | None, *, append: bool = True) -> Any:
@@ -193,6 +256,48 @@ def measured_problems(
     if sizes is None:
         sizes = [(s, s, s) for s in (interpreter_sizes if runtime.INTERPRETER else gpu_sizes)]
     return [Problem(m, n, k, d, a, bias) for (m, n, k), d, a in itertools.product(sizes, dtypes, acts)]
+
+
+_SLOW_CALL_S = 10.0  # warn before an interpreted kernel call estimated to take longer than this
+_CALIBRATION_EDGE = 256  # the slice timed for the estimate: big enough to amortise launch cost
+
+
+def warn_if_slow(problems: list[Any], passes: int = 1) -> None:
+    """Under the interpreter, warn before problems whose kernel calls will take long, with
+    an estimate from a slice of the problem timed here (the interpreter's cost grows
+    with M·N·K). ``passes``: GEMMs per call (3 for forward + backward)."""
+    from autokernel import runtime
+
+    if not runtime.INTERPRETER:
+        return
+    edge = _CALIBRATION_EDGE
+    big = [p for p in problems if p.m * p.n * p.k > edge**3]
+    if not big:
+        return
+    import time
+
+    import torch
+
+    from autokernel.api import matmul
+
+    per_mac: dict[Any, float] = {}
+    for p in big:
+        if p.torch_dtype not in per_mac:
+            a = torch.randn(edge, edge, dtype=p.torch_dtype)
+            start = time.perf_counter()
+            matmul(a, a)
+            per_mac[p.torch_dtype] = (time.perf_counter() - start) / edge**3
+        seconds = per_mac[p.torch_dtype] * p.m * p.n * p.k * passes
+        if seconds > _SLOW_CALL_S:
+            warn(f"{p.label()} under Triton's interpreter: about {_duration(seconds)} per kernel call "
+                 f"(estimated from a {edge}³ call timed here), and a run makes several; "
+                 "Ctrl-C stops it and keeps the rows already saved")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
 
 
 def trial_timer(repeat: int | None) -> tuple[Any, str]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from autokernel import runtime
 from autokernel.cli._common import (
     EXIT_FAILED,
     ActivationOpt,
@@ -28,27 +28,28 @@ from autokernel.cli._common import (
     SizeOpt,
     append_history,
     check_repeat,
-    console,
     fail,
     fmt,
     history_store,
     load_best,
     measured_problems,
+    parse_config,
     print_json,
+    print_table,
     problem_sizes,
+    start_run,
     trial_row,
     trial_timer,
     user_errors,
     warn,
+    warn_if_slow,
 )
-from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial, evaluate, evaluate_linear_training, evaluate_torch
-from autokernel.history import new_run_id
-from autokernel.problem import Problem
-from autokernel.timing import time_fn
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
     from autokernel.best import BestFile
+    from autokernel.config import KernelConfig
+    from autokernel.evaluate import Trial
+    from autokernel.problem import Problem
 
 GPU_SIZES = [2048, 4096, 8192]
 INTERPRETER_SIZES = [64, 128]
@@ -101,12 +102,16 @@ class BenchResult:
         }
 
 
-def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, str]], *, timer=time_fn,
+def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, str]], *, timer=None,
               on_result=None, backward: bool = False) -> list[BenchResult]:
     """Measure torch and the kernel on each problem; ``on_result(result)`` is called after each.
 
     With ``backward``: one forward + backward step of the linear layer each, torch autograd
-    against autokernel.linear (``config`` is the forward GEMM's)."""
+    against autokernel.linear (``config`` is the forward GEMM's). ``timer``: default time_fn."""
+    from autokernel.evaluate import evaluate, evaluate_linear_training, evaluate_torch
+    from autokernel.timing import time_fn
+
+    timer = timer or time_fn
     results = []
     for problem, (config, source) in zip(problems, configs):
         if backward:
@@ -123,6 +128,8 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
 
 
 def _title(timer_desc: str, backward: bool) -> str:
+    from autokernel import runtime
+
     what = "autokernel bench --backward · forward + backward, X[M,K] W[N,K] (TFLOP/s count 6·M·N·K)" if backward \
         else "autokernel bench"
     if runtime.INTERPRETER:
@@ -144,11 +151,11 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
         else:
             bad = k if not k.ok else t
             who = "triton" if bad is k else "torch"
-            verdict = f"[red]{who} {bad.status}[/] {bad.error or ''}"
+            verdict = f"[red]{who} {bad.status}[/] {escape(bad.error or '')}"
         config = f"{k.config.short()} ({r.source})" if k.config else "-"
         table.add_row(r.problem.label(), config, fmt(t.ms), fmt(t.tflops, 1), spread, fmt(k.tflops, 1),
                       f"{r.speedup:.2f}x" if r.speedup else "-", fmt(k.max_abs_diff), verdict)
-    console.print(table)
+    print_table(table)
 
 
 def write_csv(path: str, results: list[BenchResult]) -> None:
@@ -198,7 +205,7 @@ def bench(
                                      interpreter_sizes=INTERPRETER_SIZES, activations=["none"])
         if backward:  # the nn.Linear layout: the weight [N, K] is read transposed
             problems = [dataclasses.replace(p, layout="nt") for p in problems]
-        fixed = KernelConfig.from_json(config) if config else None
+        fixed = parse_config(config)
         tuned = load_best(best)
         configs = [_config_for(p, fixed, tuned, best) for p in problems]
         store = history_store(history)
@@ -208,7 +215,8 @@ def bench(
                 open(csv_path, "a").close()
             except OSError as exc:
                 fail(f"cannot write --csv {csv_path}: {exc.strerror}")
-    run_id = new_run_id()
+    warn_if_slow(problems, passes=3 if backward else 1)  # forward, dX and dW GEMMs
+    run_id = start_run(store)
 
     def record(result: BenchResult) -> None:
         append_history(store, [trial_row("bench", result.torch, run_id, "torch"),

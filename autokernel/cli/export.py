@@ -58,7 +58,7 @@ def export_best(
         return
     _write(Path(output), text)
     err_console.print(f"wrote {len(exported.entries)} configs for {exported.device} to {output}",
-                      highlight=False, soft_wrap=True)
+                      highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
 
 
 def _scope(device: str, dtype: list[str] | None, activation: list[str] | None) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from autokernel import runtime
 from autokernel.cli._common import (
     EXIT_FAILED,
     ActivationOpt,
@@ -30,17 +30,20 @@ from autokernel.cli._common import (
     load_best,
     measured_problems,
     print_json,
+    print_table,
     problem_sizes,
+    start_run,
     trial_row,
     trial_timer,
     user_errors,
     warn,
+    warn_if_slow,
 )
-from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial, cublaslt_activations, evaluate, evaluate_torch
-from autokernel.history import new_run_id
-from autokernel.problem import Problem
-from autokernel.timing import gbps, time_fn
+
+if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
+    from autokernel.config import KernelConfig
+    from autokernel.evaluate import Trial
+    from autokernel.problem import Problem
 
 GPU_SIZE = 4096
 INTERPRETER_SIZE = 64
@@ -67,6 +70,8 @@ class FuseRow:
     @property
     def gbps(self) -> float | None:
         """Effective bandwidth: the problem's fewest bytes over the time."""
+        from autokernel.timing import gbps
+
         return gbps(self.trial.problem.bytes, self.trial.ms)
 
     def to_dict(self) -> dict:
@@ -80,8 +85,12 @@ def unfused_bytes(problem: Problem) -> int:
     return 2 * problem.m * problem.n * problem.torch_dtype.itemsize * ops
 
 
-def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | None, timer=time_fn) -> list[FuseRow]:
-    """Every implementation of ``problem`` in one run; speedups are against eager."""
+def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | None, timer=None) -> list[FuseRow]:
+    """Every implementation of ``problem`` in one run; speedups are against eager. ``timer``: default time_fn."""
+    from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch
+    from autokernel.timing import time_fn
+
+    timer = timer or time_fn
     rows = [FuseRow("eager", evaluate_torch(problem, "torch", timer=timer), unfused_bytes(problem))]
     if problem.bias and problem.activation in cublaslt_activations():
         rows.append(FuseRow("cublaslt", evaluate_torch(problem, "cublaslt", timer=timer), 0))
@@ -105,6 +114,8 @@ def _label(row: FuseRow) -> str:
 
 
 def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> None:
+    from autokernel import runtime
+
     where = "triton interpreter (CPU), not comparable with GPU timings" if runtime.INTERPRETER else runtime.device_name()
     table = Table(title=f"autokernel fuse-bench · {where} · {timer_desc} · speedup vs eager")
     for name, justify in [("problem", "left"), ("implementation", "left"), ("ms", "right"), ("TFLOP/s", "right"),
@@ -114,13 +125,13 @@ def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> Non
     for problem, rows in results:
         for i, row in enumerate(rows):
             t = row.trial
-            verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {t.error or ''}"
+            verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {escape(t.error or '')}"
             table.add_row(problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
                           fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-",
                           fmt(None if row.extra_bytes is None else row.extra_bytes / 1e6, 1), fmt(t.max_abs_diff),
                           verdict)
         table.add_section()
-    console.print(table)
+    print_table(table)
     console.print("extra MB: bytes the unfused path writes and re-reads for its separate activation pass "
                   "(2·M·N·elem); GB/s: the problem's fewest bytes over the time.")
 
@@ -158,7 +169,8 @@ def fuse_bench(
     for p, cfg in tuned.items():
         if best and cfg is None:
             warn(f"no config in {best} for {p.label()}; showing the default config only")
-    run_id = new_run_id()
+    warn_if_slow(problems)
+    run_id = start_run(store)
     timer, how = trial_timer(repeat)
 
     results = []

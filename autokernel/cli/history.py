@@ -8,9 +8,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from autokernel.cli._common import HistoryOpt, JsonOpt, console, fail, fmt, history_store, print_json, warn
+from autokernel.cli._common import (
+    HistoryOpt,
+    JsonOpt,
+    console,
+    fail,
+    fmt,
+    history_store,
+    print_json,
+    print_table,
+    warn,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,7 +71,7 @@ def _config_object(text: str | None) -> dict | str | None:
 def render(rows: list[dict], title: str) -> None:
     devices = sorted({r["device"] or "-" for r in rows})
     one_device = len(devices) == 1
-    table = Table(title=title, caption=f"device: {devices[0]}" if one_device else None)
+    table = Table(title=escape(title), caption=f"device: {escape(devices[0])}" if one_device else None)
     columns = ["when (UTC)", "by", "problem", "config", "status", "ms", "TFLOP/s", "timing"]
     columns += [] if one_device else ["device"]
     for name in columns + ["error"]:
@@ -68,19 +79,18 @@ def render(rows: list[dict], title: str) -> None:
                          min_width=min(len(name), 7))
     for r in rows:
         colour = "green" if r["status"] == "success" else "red"
-        cells = [
+        # Every cell is text from the file (hand-edited, perhaps): escaped, never read as markup.
+        cells = [escape(c) for c in (
             (r["timestamp"] or "-")[5:19].replace("T", " "),
             "/".join(x for x in (r["command"], r["strategy"]) if x) or "-",
             _problem_label(r),
             _config_label(r["config"]),
-            f"[{colour}]{r['status']}[/]",
-            fmt(r["ms"], 4),
-            fmt(r["tflops"], 1),
-            r["timing"] or "-",
-        ]
-        cells += [] if one_device else [r["device"] or "-"]
-        table.add_row(*cells, (r["error"] or "")[:80])
-    console.print(table)
+        )]
+        cells += [f"[{colour}]{escape(str(r['status']))}[/]", fmt(r["ms"], 4), fmt(r["tflops"], 1),
+                  escape(r["timing"] or "-")]
+        cells += [] if one_device else [escape(r["device"] or "-")]
+        table.add_row(*cells, escape((r["error"] or "")[:80]))
+    print_table(table)
 
 
 def history(
@@ -118,7 +128,7 @@ def history(
         print_json(rows)
         return
     if not rows:
-        console.print(f"no matching rows in {path}")
+        console.print(f"no matching rows in {escape(str(path))}")
         return
     what = "best per problem" if best else f"last {len(rows)} rows"
     render(rows, f"autokernel history · {path} · {what}")

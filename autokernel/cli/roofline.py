@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from autokernel.cli._common import (
@@ -22,6 +23,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     print_json,
+    print_table,
     problem_sizes,
     user_errors,
 )
@@ -75,7 +77,7 @@ def _render_table(detected: "GpuSpec | None", device: str | None, ceilings: "Cei
                       f"{ceilings.bandwidth_gbs:.0f}",
                       f"{ceilings.gemm_tflops * 1e3 / ceilings.bandwidth_gbs:.0f}",
                       f"cuBLAS {ceilings.dtype} {ceilings.gemm_size}³, {ceilings.copy_bytes >> 20} MiB copy")
-    console.print(table)
+    print_table(table)
 
 
 def _render_results(results: list["RooflineResult"], sources: list[str | None], spec: "GpuSpec") -> None:
@@ -99,15 +101,16 @@ def _render_results(results: list["RooflineResult"], sources: list[str | None], 
         table.add_row(name, *cells)
     if any(s is None for s in sources):
         table.caption = "no time: pass --ms, or tune the problem on this GPU"
-    console.print(table)
+    print_table(table)
 
 
 def _write_plot(results: list["RooflineResult"], spec: "GpuSpec", path: Path,
-                trials: list[tuple[float, float]]) -> None:
+                trials: list[tuple[float, float]]) -> Path:
+    """The chart written (its path, with the suffix the format added)."""
     from autokernel.roofline import plot_roofline
 
     try:
-        plot_roofline(results, spec, path, trials=trials)
+        return plot_roofline(results, spec, path, trials=trials)
     except (OSError, ValueError) as exc:
         fail(f"cannot write the chart to {path}: {exc}")
 
@@ -179,14 +182,15 @@ def roofline(
     ceiling_spec = ceilings.apply(spec) if ceilings is not None else spec
 
     if not problems:
-        if plot is not None:
-            _write_plot([], ceiling_spec, plot, [])
+        written = _write_plot([], ceiling_spec, plot, []) if plot is not None else None
         if json_out:
             print_json({"device": device, "detected": detected.name if detected else None,
                         "gpus": [s.to_dict() for s in GPUS],
                         "measured": ceilings.to_dict() if ceilings else None})
         else:
             _render_table(detected, device, ceilings)
+            if written is not None:
+                console.print(f"roofline chart written to {escape(str(written))}")
         return
 
     df = load_history(history_path)[1] if ms is None or plot is not None else None
@@ -203,8 +207,7 @@ def roofline(
         if rows is not None:
             trials += [(r.arithmetic_intensity, tflops(r.flops, t)) for t in rows["ms"]]
 
-    if plot is not None:
-        _write_plot(results, ceiling_spec, plot, trials)
+    written = _write_plot(results, ceiling_spec, plot, trials) if plot is not None else None
     if json_out:
         # One problem: one object with the analysis keys at the top; several: a list of them.
         objs = [{**r.to_dict(), "time_from": s, "gpu": ceiling_spec.to_dict(),
@@ -212,8 +215,8 @@ def roofline(
         print_json(objs[0] if len(objs) == 1 else objs)
     else:
         _render_results(results, sources, ceiling_spec)
-        if plot is not None:
-            console.print(f"roofline chart written to {plot}")
+        if written is not None:
+            console.print(f"roofline chart written to {escape(str(written))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,9 @@ from autokernel.cli._common import (
     fmt,
     history_store,
     print_json,
+    print_table,
     problem_sizes,
+    start_run,
     user_errors,
     warn,
 )
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from autokernel.problem import Problem
     from autokernel.tuning.loop import StopRules, TuneResult
 
-EXIT_INTERRUPTED = 130
 GPU_SIZE = 4096
 INTERPRETER_SIZE = 64
 
@@ -143,15 +144,13 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
 
 def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
         *, command: str, stop: "StopRules | None" = None) -> None:
-    """Tune each problem in turn; render, write JSON and the plot; exit 130 on Ctrl-C."""
-    from autokernel.history import new_run_id
-
+    """Tune each problem in turn; render, write JSON and the plot. Ctrl-C: cli.main counts
+    this run's rows on disk; the evaluator's workers are closed on the way out."""
     store = history_store(history)
     if plot is not None:
         _check_plot_path(plot)
-    run_id = new_run_id()
+    run_id = start_run(store)
     results: list[dict[str, Any]] = []
-    saved = [0]  # trials of this run on disk, for the interrupt message
     evaluator = None
     try:
         with user_errors():
@@ -169,12 +168,7 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
             with user_errors():
                 strategy = _strategy(options)
             results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
-                                     stop, saved, quiet=json_out))
-    except KeyboardInterrupt:
-        if evaluator is not None:
-            evaluator.close()
-        err_console.print(f"interrupted, {saved[0]} trial(s) of this run saved in {store.path}", highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+                                     stop, quiet=json_out))
     finally:
         if evaluator is not None:
             evaluator.close()
@@ -214,7 +208,7 @@ def _strategy(options: TuneOptions):
 
 
 def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id: str, device: str, timing: str,
-              command: str, stop, saved: list[int], *, quiet: bool) -> dict[str, Any]:
+              command: str, stop, *, quiet: bool) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from autokernel.tuning import loop
@@ -231,7 +225,6 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
     best_ms: list[float] = []
 
     def on_trial(trial: "Trial") -> None:
-        saved[0] += 1
         if trial.ok and trial.rank_ms is not None:
             best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
         best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
@@ -297,7 +290,7 @@ def _render(outcome: dict) -> None:
     for g in result.generations:
         table.add_row(str(g.generation), str(g.trials), str(g.ok), fmt(g.gen_best_ms), fmt(g.best_ms),
                       fmt(tflops(p.flops, g.best_ms), 1), g.best_config.short() if g.best_config else "-")
-    console.print(table)
+    print_table(table)
     best = _best_trial(result)
     prior = f" (plus {result.prior_trials} from earlier runs)" if result.prior_trials else ""
     console.print(f"{len(result.trials)} trial(s) this run{prior}, {result.failed} failed; stopped: {result.stopped}",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from autokernel import runtime
 from autokernel.cli._common import (
     EXIT_FAILED,
     HistoryOpt,
@@ -22,16 +22,22 @@ from autokernel.cli._common import (
     SizeOpt,
     append_history,
     console,
+    fail,
     fmt,
     history_store,
+    parse_config,
     print_json,
+    print_table,
     problem_sizes,
+    start_run,
     user_errors,
+    warn_if_slow,
 )
-from autokernel.config import KernelConfig
-from autokernel.evaluate import REL_TOL, CheckResult, check_correctness, check_status
-from autokernel.history import make_row, new_run_id
-from autokernel.problem import LAYOUTS, Problem
+
+if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
+    from autokernel.config import KernelConfig
+    from autokernel.evaluate import CheckResult
+    from autokernel.problem import Problem
 
 ODD_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 255, 63), (64, 64, 64), (5, 7, 0), (0, 16, 8)]
 GPU_SIZES = [512, 1024, 2048, 4096]
@@ -52,6 +58,9 @@ def default_suite(
     bias settings and layouts given (so ``-d fp32`` or ``--no-bias -a relu`` get a full
     set of shapes); the activation and layout sweeps run only when that axis is free.
     """
+    from autokernel import runtime
+    from autokernel.problem import LAYOUTS, Problem
+
     dtypes = dtypes or SUITE_DTYPES
     biases = [False, True] if biases is None else biases
     with_bias = [True] if True in biases else biases
@@ -84,6 +93,8 @@ def build_suite(
     bias: bool | None,
     layouts: list[str] | None,
 ) -> list[Problem]:
+    from autokernel.problem import Problem
+
     biases = None if bias is None else [bias]
     if sizes is None:
         return default_suite(dtypes, activations, biases, layouts)
@@ -98,6 +109,8 @@ def build_suite(
 def run_validation(problems: list[Problem], config: KernelConfig | None, seed: int | None,
                    on_result=None) -> list[CheckResult]:
     """Check each problem; ``on_result(result)`` runs after each (the history append)."""
+    from autokernel.evaluate import check_correctness
+
     results = []
     for i, p in enumerate(problems):
         results.append(check_correctness(p, config, seed=None if seed is None else seed + i))
@@ -107,6 +120,9 @@ def run_validation(problems: list[Problem], config: KernelConfig | None, seed: i
 
 
 def render(results: list[CheckResult]) -> None:
+    from autokernel import runtime
+    from autokernel.evaluate import REL_TOL
+
     where = "triton interpreter (CPU)" if runtime.INTERPRETER else runtime.device_name()
     table = Table(title=f"autokernel validate · {where} · pass: rel ≤ {REL_TOL:g} and allclose(1e-2, 1e-2), all written")
     table.add_column("#", justify="right")
@@ -117,7 +133,7 @@ def render(results: list[CheckResult]) -> None:
     table.add_column("result")
     for i, r in enumerate(results, 1):
         if r.error:
-            verdict = f"[red]ERROR[/] {r.error}"
+            verdict = f"[red]ERROR[/] {escape(r.error)}"
         elif r.passed:
             verdict = "[green]pass[/]"
         else:
@@ -125,7 +141,7 @@ def render(results: list[CheckResult]) -> None:
                                     ("unwritten", not r.all_written)) if bad]
             verdict = f"[red]FAIL[/] ({', '.join(why)})"
         table.add_row(str(i), r.problem.label(), r.config.short(), fmt(r.max_abs_diff), fmt(r.rel_error, 2), verdict)
-    console.print(table)
+    print_table(table)
     passed = sum(r.passed for r in results)
     colour = "green" if passed == len(results) else "red"
     console.print(f"[{colour}]{passed}/{len(results)} cases passed[/]")
@@ -151,21 +167,23 @@ def validate(
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
         from autokernel.api import normalize_activation
-        from autokernel.problem import parse_dtype
+        from autokernel.problem import LAYOUTS, parse_dtype
 
         dtypes = [parse_dtype(d) for d in dtype] if dtype else None
         acts = [normalize_activation(a) for a in activation] if activation else None
         for lay in layout or []:
             if lay not in LAYOUTS:
                 raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}; got {lay!r}")
-        cfg = KernelConfig.from_json(config) if config else None
+        cfg = parse_config(config)
         problems = build_suite(sizes, dtypes, acts, bias, layout)
         store = history_store(history)
     if not problems:
-        from autokernel.cli._common import fail
-
         fail("no case matches these options")
-    run_id = new_run_id()
+    warn_if_slow(problems)
+    from autokernel.evaluate import check_status
+    from autokernel.history import make_row
+
+    run_id = start_run(store)
 
     def record(r: CheckResult) -> None:
         append_history(store, [make_row("validate", r.problem, r.config, status=check_status(r), run_id=run_id,

@@ -32,7 +32,7 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_zm, stride_zn,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_zm, stride_zn, stride_bias,
     slope,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
@@ -78,7 +78,8 @@ def _matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
     if INDEX_64:
         offs_m = offs_m.to(tl.int64)
@@ -116,6 +117,7 @@ def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpre
         a, b, c, bias if bias is not None else c, zz,
         M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
+        bias.stride(0) if bias is not None else 0,
         float(slope),
         HAS_BIAS=bias is not None,
         STORE_Z=z is not None,

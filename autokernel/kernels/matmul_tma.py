@@ -27,7 +27,7 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 def _matmul_tma_kernel(
     a_desc, b_desc, c_desc, bias_ptr, z_ptr,
     M, N, K,
-    stride_zm, stride_zn,
+    stride_zm, stride_zn, stride_bias,
     slope,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
@@ -65,7 +65,8 @@ def _matmul_tma_kernel(
             acc = tl.dot(a, b, acc)
         offs_n = off_n + tl.arange(0, BLOCK_N)
         if HAS_BIAS:
-            bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+            # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+            bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
             acc = acc + bias[None, :]
         if STORE_Z:
             # The pre-activation Z for backward, by plain stores: a second TMA store
@@ -133,7 +134,7 @@ def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, oper
     _matmul_tma_kernel[grid](
         a_desc, b_desc, c_desc, bias if bias is not None else c, zz,
         M, N, K,
-        zz.stride(0), zz.stride(1),
+        zz.stride(0), zz.stride(1), bias.stride(0) if bias is not None else 0,
         float(slope),
         HAS_BIAS=bias is not None,
         STORE_Z=z is not None,
