@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from autokernel import runtime
-from autokernel.api import launch, resolve_config
+from autokernel.api import _layout, cached_plan, gemm_plan
 from autokernel.config import KernelConfig
 
 
@@ -29,19 +29,34 @@ def saves_output(activation: str, slope: float) -> bool:
     return activation == "relu" or (activation == "leaky_relu" and slope > 0)
 
 
+def stores_preactivation(activation: str, slope: float) -> bool:
+    """True when forward must store Z for backward (gelu, gelu_tanh, silu)."""
+    return activation != "none" and not saves_output(activation, slope)
+
+
 def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None):
     """(Y, Z) for [M, K] x2d, arguments already checked: Z is the pre-activation when
     backward needs it, else None."""
-    m, k = x2d.shape
-    n = weight.shape[0]
-    y = torch.empty((m, n), dtype=x2d.dtype, device=x2d.device)
-    z = None if activation == "none" or saves_output(activation, slope) else torch.empty_like(y)
-    if m > 0 and n > 0:
-        cfg = resolve_config(config, m, n, k, x2d.dtype, activation, bias is not None, x2d.device)
-        # One launch: the epilogue stores Z beside Y when backward needs it
-        # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
-        launch(x2d, weight.t(), y, bias, activation, slope, cfg, z=z)
-    return y, z
+    wt = weight.t()
+    # One launch: the epilogue stores Z beside Y when backward needs it
+    # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
+    plan = gemm_plan(x2d, wt, bias, activation, slope, config, store_z=stores_preactivation(activation, slope))
+    return plan.run(x2d, wt, bias)
+
+
+def _activation_grad(dy, z, store_dz: bool, activation: str, slope: float, column_sum: bool):
+    """(dZ or None, float32 column sums of dZ or None): backward's one elementwise pass."""
+    from autokernel.kernels.backward import plan_activation_grad
+
+    z_ = z if activation != "none" else None
+    key = ("activation_grad", _layout(dy), _layout(z_), store_dz, activation, slope, column_sum)
+    launch = cached_plan(key, lambda: plan_activation_grad(
+        dy, z_, torch.empty(dy.shape, dtype=dy.dtype, device=dy.device) if store_dz else None,
+        activation, slope, column_sum, runtime.INTERPRETER))
+    dz = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device) if store_dz else None
+    partial = torch.empty((launch.grid[0], dy.shape[1]), dtype=torch.float32, device=dy.device) if column_sum else None
+    launch(dy, z_ if z_ is not None else dy, dz if dz is not None else dy, partial if partial is not None else dy)
+    return dz, partial
 
 
 def linear_backward(
@@ -68,34 +83,27 @@ def linear_backward(
         dx_config: config of the [M, K] = [M, N] @ [N, K] GEMM (default: as matmul picks one for M, K, N).
         dw_config: config of the [N, K] = [N, M] @ [M, K] GEMM (default: as matmul picks one for N, K, M).
     """
-    from autokernel.kernels.backward import launch_activation_grad
-
     need_dx, need_dw, need_db = needs
     m, n = dy.shape
-    k = x.shape[1]
     dtype = dy.dtype
-    interp = runtime.INTERPRETER
     dz = dy
     db = None
     if m > 0 and n > 0:
         gemm_needs_dz = activation != "none" and (need_dx or need_dw)
-        if gemm_needs_dz:
-            dz = torch.empty((m, n), dtype=dtype, device=dy.device)
         if gemm_needs_dz or need_db:
-            sums = launch_activation_grad(dy, z, dz if gemm_needs_dz else None, activation, slope, need_db, interp)
+            dz_, partial = _activation_grad(dy, z, gemm_needs_dz, activation, slope, need_db)
+            if gemm_needs_dz:
+                dz = dz_
             if need_db:
-                db = sums.to(bias_dtype or dtype)
+                db = partial.sum(0, dtype=bias_dtype or dtype)  # one launch: sum and cast
     if need_db and db is None:  # an empty reduction (M = 0)
         db = torch.zeros((n,), dtype=bias_dtype or dtype, device=dy.device)
     dx = dw = None
     if need_dx:
-        dx = torch.empty((m, k), dtype=dtype, device=dy.device)
-        if m > 0 and k > 0:
-            launch(dz, weight, dx, None, "none", 0.0, resolve_config(dx_config, m, k, n, dtype, "none", False, dy.device))
+        dx = gemm_plan(dz, weight, None, "none", 0.0, dx_config).run(dz, weight, None)[0]
     if need_dw:
-        dw = torch.empty((n, k), dtype=weight.dtype, device=dy.device)
-        if n > 0 and k > 0:
-            launch(dz.t(), x, dw, None, "none", 0.0, resolve_config(dw_config, n, k, m, dtype, "none", False, dy.device))
+        dzt = dz.t()
+        dw = gemm_plan(dzt, x, None, "none", 0.0, dw_config).run(dzt, x, None)[0]
     return dx, dw, db
 
 
