@@ -308,18 +308,28 @@ def linear(
         for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
             _check_config(name, cfg)
         lead = x.shape[:-1]
-        entry = (act, float(slope), lead.numel(), (*lead, weight.shape[0]))
+        entry = _LinearEntry(act, float(slope), lead.numel(), (*lead, weight.shape[0]))
         if key is not None:
             _remember(_LINEARS, key, entry)
-    act, slope_f, m, out_shape = entry
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         from autokernel.autograd import LinearFunction
 
-        return LinearFunction.apply(x, weight, bias, act, slope_f, config, dx_config, dw_config)
-    x2d = x.reshape(m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
+        return LinearFunction.apply(x, weight, bias, entry.act, entry.slope, config, dx_config, dw_config)
+    x2d = x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
     wt = weight.t()
-    y = gemm_plan(x2d, wt, bias, act, slope_f, config).run(x2d, wt, bias)[0]
-    return y.view(out_shape)
+    plan = entry.plan
+    if plan is None:  # x2d's and wt's layouts follow from x's and weight's, which the key holds
+        plan = entry.plan = gemm_plan(x2d, wt, bias, entry.act, entry.slope, config)
+    return plan.run(x2d, wt, bias)[0].view(entry.out_shape)
+
+
+class _LinearEntry:
+    """What linear's checks found for one layout, and its no-grad GEMM plan once used."""
+
+    __slots__ = ("act", "slope", "m", "out_shape", "plan")
+
+    def __init__(self, act: str, slope: float, m: int, out_shape: tuple):
+        self.act, self.slope, self.m, self.out_shape, self.plan = act, slope, m, out_shape, None
 
 
 # ---- torch.compile: the ops as torch.library custom ops ----

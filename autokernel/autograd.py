@@ -44,7 +44,7 @@ def linear_forward(x2d, weight, bias, activation: str, slope: float, config: Ker
     return plan.run(x2d, wt, bias)
 
 
-def _activation_grad(dy, z, store_dz: bool, activation: str, slope: float, column_sum: bool):
+def activation_grad_pass(dy, z, store_dz: bool, activation: str, slope: float, column_sum: bool):
     """(dZ or None, float32 column sums of dZ or None): backward's one elementwise pass."""
     from autokernel.kernels.backward import plan_activation_grad
 
@@ -91,7 +91,7 @@ def linear_backward(
     if m > 0 and n > 0:
         gemm_needs_dz = activation != "none" and (need_dx or need_dw)
         if gemm_needs_dz or need_db:
-            dz_, partial = _activation_grad(dy, z, gemm_needs_dz, activation, slope, need_db)
+            dz_, partial = activation_grad_pass(dy, z, gemm_needs_dz, activation, slope, need_db)
             if gemm_needs_dz:
                 dz = dz_
             if need_db:

@@ -169,3 +169,18 @@ def test_compile_aot_eager_backward_through_the_ops(device):
         + torch.nn.functional.silu(x @ w.detach().t()).sum(), (x, w, bias))
     for g, r in zip(got, ref):
         torch.testing.assert_close(g, r, atol=1e-4, rtol=1e-4)
+
+
+def test_replayed_arguments_follow_the_kernel_signature(device):
+    # On the GPU a KernelLaunch replays (*tensors, *args_tail) into the compiled kernel's
+    # launcher, which takes every parameter in declaration order: check that order here.
+    from autokernel.kernels.matmul import _matmul_kernel, plan_matmul
+
+    a, b = _rand(20, 24).to(device), _rand(24, 8, seed=1).to(device)
+    c = torch.empty(20, 8, dtype=torch.float16, device=device)
+    launch = plan_matmul(a, b, c, None, "relu", 0.5, ak.KernelConfig(**SMALL), interpret=False)
+    names = _matmul_kernel.arg_names
+    tail = dict(zip(names[5:], launch.args_tail))
+    assert len(names) == 5 + len(launch.args_tail)
+    assert (tail["M"], tail["N"], tail["K"], tail["stride_am"], tail["slope"]) == (20, 8, 24, 24, 0.5)
+    assert tail["ACTIVATION"] == "relu" and tail["BLOCK_N"] == 16 and tail["HAS_BIAS"] is False

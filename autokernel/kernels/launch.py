@@ -53,7 +53,7 @@ class KernelLaunch:
         if compiled is None:
             kernel = self.fn[self.grid](*tensors, *self.scalars, **self.kwargs)
             if not self.interpret and _knobs is not None:
-                self.compiled = kernel
+                self.compiled = kernel.result() if hasattr(kernel, "result") else kernel  # async compile mode
             return
         g = self.grid
         stream = torch._C._cuda_getCurrentRawStream(self.device_index)
