@@ -315,12 +315,14 @@ def linear(
         from autokernel.autograd import LinearFunction
 
         return LinearFunction.apply(x, weight, bias, entry.act, entry.slope, config, dx_config, dw_config)
-    x2d = x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
+    flat = x.dim() == 2
+    x2d = x if flat else x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
     wt = weight.t()
     plan = entry.plan
     if plan is None:  # x2d's and wt's layouts follow from x's and weight's, which the key holds
         plan = entry.plan = gemm_plan(x2d, wt, bias, entry.act, entry.slope, config)
-    return plan.run(x2d, wt, bias)[0].view(entry.out_shape)
+    y = plan.run(x2d, wt, bias)[0]
+    return y if flat else y.view(entry.out_shape)
 
 
 class _LinearEntry:

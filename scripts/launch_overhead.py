@@ -109,20 +109,23 @@ def section_host_256():
     w = torch.randn(s, s, device=DEV, dtype=torch.float16)
     b = torch.randn(s, device=DEV, dtype=torch.float16)
     out = torch.empty(s, s, device=DEV, dtype=torch.float16)
+    grouped, tma = cfg("grouped"), cfg("tma")  # made once: a KernelConfig is a pydantic model
     rows = {
         "torch F.linear": lambda: F.linear(a, w),
         "torch F.linear + bias + gelu": lambda: F.gelu(F.linear(a, w, b)),
         "autokernel.matmul default": lambda: ak.matmul(a, w.t()),
-        "autokernel.matmul grouped": lambda: ak.matmul(a, w.t(), config=cfg("grouped")),
-        "autokernel.matmul tma": lambda: ak.matmul(a, w.t(), config=cfg("tma")),
+        "autokernel.matmul grouped": lambda: ak.matmul(a, w.t(), config=grouped),
+        "autokernel.matmul tma": lambda: ak.matmul(a, w.t(), config=tma),
         "autokernel.matmul default bias gelu": lambda: ak.matmul(a, w.t(), b, "gelu"),
-        "autokernel.matmul grouped bias gelu out=": lambda: ak.matmul(a, w.t(), b, "gelu", config=cfg("grouped"), out=out),
+        "autokernel.matmul grouped bias gelu out=": lambda: ak.matmul(a, w.t(), b, "gelu", config=grouped, out=out),
         "autokernel.linear bias gelu (no grad)": lambda: ak.linear(a, w, b, "gelu"),
     }
     plan = api.gemm_plan(a, w.t(), None, "none", 0.01, cfg("grouped"))
     rows["cached plan: launch only (no alloc)"] = lambda: plan.fire(a, w.t(), out, None, None)
     for name, fn in rows.items():
         row("256^3 fp16 wall/call", name, wall_us(fn, 3000))
+    for name in ("torch F.linear + bias + gelu", "autokernel.matmul grouped", "autokernel.matmul tma"):
+        row("256^3 fp16 GPU/call (graph)", name, graph_us(rows[name]))
 
 
 def section_shapes():
@@ -174,51 +177,123 @@ def section_training():
     yt = F.gelu(F.linear(x, w, b))
     row("train 256^3 fp16 gelu", "torch autograd.grad of a kept graph", wall_us(
         lambda: torch.autograd.grad(yt, (x, w, b), dy, retain_graph=True), 1000))
+    _training_diagnostics(x, w, b, dy, ours)
 
 
-def _models(d=256, ffn=1024):
+class _Double(torch.autograd.Function):
+    """The smallest Python autograd node: what the engine costs around any Function."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _training_diagnostics(x, w, b, dy, step):
+    """Where the step's host time goes: the engine around a Python node, GIL, GC."""
+    import gc
+    import sys
+
+    from autokernel.autograd import LinearFunction
+
+    tag = "train 256^3 diagnostics"
+    for dev in ("cuda", "cpu"):
+        t = torch.randn(256, 256, device=dev, requires_grad=True)
+        g = torch.randn(256, 256, device=dev)
+        y_fn, y_op = _Double.apply(t), t * 2
+        row(tag, f"{dev}: autograd.grad through a Python Function (t*2)", wall_us(
+            lambda: torch.autograd.grad(y_fn, (t,), g, retain_graph=True), 1000))
+        row(tag, f"{dev}: autograd.grad through torch's t*2", wall_us(
+            lambda: torch.autograd.grad(y_op, (t,), g, retain_graph=True), 1000))
+    inside = [0.0, 0]
+    real = LinearFunction.backward
+
+    def timed(ctx, grad_y):
+        t0 = time.perf_counter()
+        r = real(ctx, grad_y)
+        inside[0] += time.perf_counter() - t0
+        inside[1] += 1
+        return r
+
+    LinearFunction.backward = staticmethod(timed)
+    total = wall_us(step, 500)
+    LinearFunction.backward = staticmethod(real)
+    row(tag, "step, instrumented", total)
+    row(tag, "  of which inside LinearFunction.backward (autograd's thread)", inside[0] / inside[1] * 1e6)
+    gc.disable()
+    row(tag, "step, gc disabled", wall_us(step, 1000))
+    gc.enable()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    row(tag, "step, GIL switch interval 1 us", wall_us(step, 1000))
+    sys.setswitchinterval(interval)
+    # Backward GEMMs that take the TMA kernel run in autograd's device thread, where
+    # Triton's allocator (a ContextVar) must be found too.
+    xt = torch.randn(512, 256, device=DEV, dtype=torch.float16, requires_grad=True)
+    wt = torch.randn(1024, 256, device=DEV, dtype=torch.float16, requires_grad=True)
+    gt = torch.randn(512, 1024, device=DEV, dtype=torch.float16)
+    got = torch.autograd.grad(ak.linear(xt, wt, None, "gelu"), (xt, wt), gt)
+    xf, wf = xt.detach().float().requires_grad_(), wt.detach().float().requires_grad_()
+    want = torch.autograd.grad(F.gelu(F.linear(xf, wf)), (xf, wf), gt.float())
+    errs = [rel(a_, b_) for a_, b_ in zip(got, want)]
+    print(f"[check] backward 512x1024x256 (dW on TMA) rel_err dX {errs[0]:.2e} dW {errs[1]:.2e} "
+          f"{'OK' if max(errs) < 1e-2 else 'FAIL'}", flush=True)
+
+
+def _models(blocks: int, d=256, ffn=1024):
+    """``blocks`` x (Linear, GELU, Linear) in torch, and its twin on autokernel layers
+    sharing its parameters (GELU fused into the first Linear of each block)."""
     torch.manual_seed(0)
-    ref = torch.nn.Sequential(torch.nn.Linear(d, ffn), torch.nn.GELU(), torch.nn.Linear(ffn, d))
-    ref = ref.to(DEV, torch.float16)
-    ours = ak.nn.swap_linear(torch.nn.Sequential(*[m for m in ref]))  # shares ref's parameters
+    layers = []
+    for _ in range(blocks):
+        layers += [torch.nn.Linear(d, ffn), torch.nn.GELU(), torch.nn.Linear(ffn, d)]
+    ref = torch.nn.Sequential(*layers).to(DEV, torch.float16)
+    ours = ak.nn.swap_linear(torch.nn.Sequential(*[m for m in ref]))
     return ref, ours
 
 
 def section_compile():
     import torch._dynamo
 
-    ref, ours = _models()
     x = torch.randn(256, 256, device=DEV, dtype=torch.float16)
-    explain = torch._dynamo.explain(ours)(x)
-    row("compile", "graph breaks, autokernel model forward", explain.graph_break_count, "breaks")
-    xg = x.clone().requires_grad_()
-    torch._dynamo.reset()
-    explain = torch._dynamo.explain(lambda t: ours(t).float().square().sum())(xg)
-    row("compile", "graph breaks, autokernel model loss (training)", explain.graph_break_count, "breaks")
-    with torch.no_grad():
-        expect = ref(x)
-        variants = {
-            "torch eager": ref,
-            "autokernel eager": ours,
-            "torch compile default": torch.compile(ref),
-            "autokernel compile default (fullgraph)": torch.compile(ours, fullgraph=True),
-            "torch compile reduce-overhead": torch.compile(ref, mode="reduce-overhead"),
-            "autokernel compile reduce-overhead (fullgraph)": torch.compile(ours, mode="reduce-overhead", fullgraph=True),
-        }
-        for name, model in variants.items():
-            for _ in range(3):
-                y = model(x)
-            torch.cuda.synchronize()
-            print(f"[compile] {name}: rel err vs torch eager {rel(y, expect):.2e}", flush=True)
-            row("compile 256x256->1024->256 fp16, no grad", name, wall_us(lambda: model(x), 1000))
-    # A compiled training step (forward + backward through the registered ops).
-    torch._dynamo.reset()
-    step = torch.compile(lambda t: ours(t).float().square().sum(), fullgraph=True)
-    step_ref = torch.compile(lambda t: ref(t).float().square().sum())
-    for name, fn in (("torch compiled fwd+bwd", step_ref), ("autokernel compiled fwd+bwd (fullgraph)", step)):
-        for _ in range(3):
-            fn(xg).backward()
-        row("compile training step", name, wall_us(lambda: fn(xg).backward(), 300))
+    for blocks in (1, 4):
+        ref, ours = _models(blocks)
+        tag = f"compile {blocks}x(256->1024->256) fp16 x[256,256], no grad"
+        torch._dynamo.reset()
+        row(tag, "graph breaks, autokernel model forward", torch._dynamo.explain(ours)(x).graph_break_count, "breaks")
+        xg = x.clone().requires_grad_()
+        torch._dynamo.reset()
+        explain = torch._dynamo.explain(lambda t: ours(t).float().square().sum())(xg)
+        row(tag, "graph breaks, autokernel model loss (training)", explain.graph_break_count, "breaks")
+        torch._dynamo.reset()
+        with torch.no_grad():
+            expect = ref(x)
+            variants = {
+                "torch eager": ref,
+                "autokernel eager": ours,
+                "torch compile default": torch.compile(ref),
+                "autokernel compile default (fullgraph)": torch.compile(ours, fullgraph=True),
+                "torch compile reduce-overhead": torch.compile(ref, mode="reduce-overhead"),
+                "autokernel compile reduce-overhead (fullgraph)":
+                    torch.compile(ours, mode="reduce-overhead", fullgraph=True),
+            }
+            for name, model in variants.items():
+                for _ in range(5):
+                    y = model(x)
+                torch.cuda.synchronize()
+                print(f"[compile] {blocks} blocks {name}: rel err vs torch eager {rel(y, expect):.2e}", flush=True)
+                row(tag, name, wall_us(lambda: model(x), 1000))
+        if blocks == 1:  # a compiled training step: forward + backward through the registered ops
+            torch._dynamo.reset()
+            step = torch.compile(lambda t: ours(t).float().square().sum(), fullgraph=True)
+            step_ref = torch.compile(lambda t: ref(t).float().square().sum())
+            for name, fn in (("torch compiled fwd+bwd", step_ref), ("autokernel compiled fwd+bwd (fullgraph)", step)):
+                for _ in range(3):
+                    fn(xg).backward()
+                row("compile training step, 1 block", name, wall_us(lambda: fn(xg).backward(), 300))
 
 
 if __name__ == "__main__":

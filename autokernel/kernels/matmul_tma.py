@@ -3,17 +3,17 @@
 One program per SM walks output tiles in grouped order. A, B and C move through tensor
 descriptors, made on the device by each program (``tl.make_tensor_descriptor``): host
 descriptors cost a ``cuTensorMapEncodeTiled`` and Triton's Python wrapping per operand
-on every launch, which made this path the slowest on the host. The copy engine lands each tile in shared memory in the layout the tensor
-cores read, pads the K tail and the edges with zeros on load and clips them on store,
+on every launch, which made this path the slowest on the host. The copy engine lands
+each tile in shared memory in the layout the tensor cores read, pads the K tail and the edges with zeros on load and clips them on store,
 so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
 descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
 
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
 falls back to the pointer kernel. The device-made descriptors live in a small global
-scratch buffer that Triton asks its allocator for at each launch: ``ensure_allocator``
+scratch buffer that Triton asks its allocator for at each launch: ``_TmaLaunch``
 installs one that hands out a cached buffer per stream (launches on one stream run in
-order, so they may share it).
+order, so they may share it) wherever none is set.
 """
 
 import functools
@@ -21,6 +21,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import _allocation
 
 from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import KernelLaunch
@@ -131,27 +132,40 @@ def _num_sms(device: torch.device) -> int:
 
 
 class _ScratchAllocator:
-    """Triton's global-scratch allocator: one buffer per (device, stream), grown on demand."""
+    """Triton's global-scratch allocator: one buffer per stream, grown on demand."""
 
     def __init__(self):
-        self.buffers: dict[tuple[int, int], torch.Tensor] = {}
+        self.buffers: dict[int, torch.Tensor] = {}
 
     def __call__(self, size: int, alignment: int, stream):
-        device = torch.cuda.current_device()
-        buf = self.buffers.get((device, stream))
+        if torch.cuda.is_current_stream_capturing():
+            # A CUDA graph owns what is allocated while it is captured: a temporary
+            # there, or the graph pool could hand a cached buffer to another tensor.
+            return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
+        buf = self.buffers.get(stream)
         if buf is None or buf.numel() < size:
-            buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=device)  # caching allocator: 256-B aligned
-            self.buffers[(device, stream)] = buf
+            # Stream handles are unique across devices; the launch runs on the current one.
+            buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
+            self.buffers[stream] = buf
         return buf
 
 
-@functools.lru_cache(maxsize=None)
-def ensure_allocator() -> None:
-    """Give Triton a scratch allocator for device-made descriptors, unless one is set."""
-    from triton.runtime import _allocation
+_SCRATCH = _ScratchAllocator()
 
-    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-        triton.set_allocator(_ScratchAllocator())
+
+class _TmaLaunch(KernelLaunch):
+    """A launch of the TMA kernel, whose device-made descriptors need Triton's allocator.
+
+    Triton keeps its allocator in a ContextVar, so one set in the main thread is not seen
+    by autograd's device threads, where backward GEMMs run: check at every launch (a
+    ContextVar read), and install ours where none is set."""
+
+    __slots__ = ()
+
+    def __call__(self, *tensors) -> None:
+        if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+            triton.set_allocator(_SCRATCH)
+        super().__call__(*tensors)
 
 
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
@@ -165,9 +179,7 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     num_sms = _num_sms(c.device)
     zz = z if z is not None else c
-    if not interpret:
-        ensure_allocator()
-    return KernelLaunch(
+    return _TmaLaunch(
         _matmul_tma_kernel,
         (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
         (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1), float(slope)),
