@@ -126,6 +126,26 @@ def section_host_256():
         row("256^3 fp16 wall/call", name, wall_us(fn, 3000))
     for name in ("torch F.linear + bias + gelu", "autokernel.matmul grouped", "autokernel.matmul tma"):
         row("256^3 fp16 GPU/call (graph)", name, graph_us(rows[name]))
+    for name in ("autokernel.matmul grouped", "autokernel.matmul tma"):
+        _profile(name, rows[name])
+
+
+def _profile(title, fn, n=2000):
+    """Where a call's host time goes (cProfile: Python frames, and C calls made from them)."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(10)
+    lines = [ln for ln in text.getvalue().splitlines() if ln.strip()][-11:]
+    print(f"==== cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
 
 
 def section_shapes():

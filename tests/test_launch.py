@@ -184,3 +184,18 @@ def test_replayed_arguments_follow_the_kernel_signature(device):
     assert len(names) == 5 + len(launch.args_tail)
     assert (tail["M"], tail["N"], tail["K"], tail["stride_am"], tail["slope"]) == (20, 8, 24, 24, 0.5)
     assert tail["ACTIVATION"] == "relu" and tail["BLOCK_N"] == 16 and tail["HAS_BIAS"] is False
+
+
+@pytest.mark.parametrize("rows", [40, 300], ids=["db written by the kernel", "db from partial sums"])
+def test_bias_gradient_both_ways(rows, device):
+    # Up to one program row of the elementwise pass, the kernel stores db itself in the
+    # bias dtype; beyond, float32 partial sums are added up: both must match torch.
+    x = torch.randn(rows, 24, device=device, dtype=torch.float16, requires_grad=True)
+    layer = ak.nn.Linear(24, 20, activation="silu", device=device, dtype=torch.float16)
+    g = torch.randn(rows, 20, device=device, dtype=torch.float16)
+    (db,) = torch.autograd.grad(layer(x), (layer.bias,), g)
+    zf = torch.nn.functional.linear(x.detach().float(), layer.weight.detach().float(), layer.bias.detach().float())
+    zf.requires_grad_()
+    (want,) = torch.autograd.grad(torch.nn.functional.silu(zf), (zf,), g.float())
+    assert db.dtype == torch.float16
+    assert rel_error(db, want.sum(0)) < 5e-3

@@ -34,7 +34,7 @@ def _activation_grad_kernel(
     BLOCK_N: tl.constexpr,
 ):
     """dZ = dY * act'(Z) over ROW_TILES x BLOCK_M rows and BLOCK_N columns; with COLUMN_SUM,
-    partial[pid_m, n] = sum of those rows of dZ (float32)."""
+    partial[pid_m, n] = sum of those rows of dZ (summed in float32, stored in partial's dtype)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -63,8 +63,8 @@ def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_s
     ``launch(dy, z or dy, dz or dy, partial or dy)``.
 
     dy, z, dz: [M, N] with any strides; M, N > 0; ``z`` is unused for "none" and ``dz``
-    may be None (no store). With ``column_sum``, ``partial`` is a float32
-    [launch.grid[0], N] buffer of per-program column sums of dZ: sum it over dim 0.
+    may be None (no store). With ``column_sum``, ``partial`` is a [launch.grid[0], N]
+    buffer of per-program column sums of dZ (summed in float32, stored in its dtype).
     """
     M, N = dy.shape
     block_m, block_n = (16, 64) if interpret else (32, 128)
