@@ -154,32 +154,36 @@ def matmul(
 
     Differentiable: when grad mode is on and any of a, b, bias requires grad, it runs as
     ``linear(a, b.t(), bias)`` through ``autokernel.autograd.LinearFunction``; ``out=``
-    then raises RuntimeError, as torch's does.
+    then raises RuntimeError, as torch's does. Otherwise arguments are checked, and the
+    config resolved, once per layout (``GemmPlan``); an ``out=`` is checked against the
+    inputs' memory on every call (data pointers are not part of a layout).
     """
-    check_matmul_args(a, b, bias, out)
-    _check_config("config", config)
-    act = normalize_activation(activation)
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, bias)):
+    if torch.compiler.is_compiling():
+        return _traced_matmul(a, b, bias, activation, slope, config, out)
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (a, b, bias)):
+        check_matmul_args(a, b, bias, out)
+        _check_config("config", config)
         if out is not None:
             raise RuntimeError("matmul(): out= does not support automatic differentiation, but one of the "
                                "arguments requires grad")
         from autokernel.autograd import LinearFunction
 
         # A @ B is linear's X @ W^T with W = B^T, a view: nothing is copied.
-        return LinearFunction.apply(a, b.t(), bias, act, float(slope), config, None, None)
-    return _matmul_checked(a, b, bias, act, slope, config, out)
-
-
-def _matmul_checked(a, b, bias, act: str, slope: float, config: KernelConfig | None, out=None) -> torch.Tensor:
-    """matmul after its arguments were checked (``act`` normalized)."""
-    m, k = a.shape
-    n = b.shape[1]
-    if out is None:
-        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    if m == 0 or n == 0:
-        return out
-    launch(a, b, out, bias, act, slope, resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device))
-    return out
+        return LinearFunction.apply(a, b.t(), bias, normalize_activation(activation), float(slope), config, None, None)
+    try:
+        key = (_layout(a), _layout(b), _layout(bias), _layout(out), activation, slope, config, False)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks below name the culprit
+        key = plan = None
+    if plan is None:
+        check_matmul_args(a, b, bias, out)
+        _check_config("config", config)
+        plan = _make_plan(a, b, bias, normalize_activation(activation), slope, config, out, False)
+        if key is not None:
+            _remember(_PLANS, key, plan)
+    elif out is not None:
+        _check_out_memory(out, {"a": a, "b": b, "bias": bias})
+    return plan.run(a, b, bias, out)[0]
 
 
 def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
@@ -187,26 +191,114 @@ def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: t
     """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
     a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
     else the default. Checked against the device's shared memory: ConfigError if the given
-    or default one can't fit; a tuned one that can't falls back to the default."""
+    or default one can't fit; a tuned one that can't falls back to the default.
+
+    Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
     if config is None:
         return best.resolved_config(m, n, k, dtype, activation, bias, device)
     config.check_fits(dtype)
     return config
 
 
-def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
-    """Launch into ``out`` (and the pre-activation into ``z`` when given, shaped like
-    ``out``), arguments already checked, M and N > 0.
+# ---- the cached launch path ----
+# A GEMM's launch depends on its operands only through their layouts; a plan holds what
+# that layout and the arguments fix (checks passed, config resolved, grid, kernel
+# handle), so a call after the first costs a dict lookup, the output's allocation and
+# the launch. Keys hold every input of the plan: a new shape, stride, dtype, device,
+# alignment, activation, slope or config misses and builds a new plan.
 
-    Runs the config's variant: "tma" and "auto" take the TMA kernel where it can run (a
-    Hopper GPU with Triton >= 3.4) and the operands allow descriptors, else the grouped
-    pointer kernel. The interpreter runs the TMA kernel only for an explicit "tma", so
-    tests can exercise it.
-    """
-    if a.is_cuda and a.device.index != torch.cuda.current_device():
-        # Triton launches on the current device: make it the operands' one.
-        with torch.cuda.device(a.device):
-            return launch(a, b, out, bias, act, slope, config, z)
+_PLANS: dict = {}
+_LINEARS: dict = {}
+_MAX_ENTRIES = 4096  # a program that makes a new config or shape per call must not grow memory
+
+
+def _layout(t: torch.Tensor | None):
+    """What a launch depends on in a tensor: shape, strides, dtype, device, and whether
+    its base is 16-byte aligned (Triton specializes pointers on it)."""
+    if t is None:
+        return None
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= _MAX_ENTRIES:
+        cache.clear()
+    cache[key] = value
+
+
+def clear_launch_cache() -> None:
+    """Forget every cached launch plan: the next call of each layout resolves its config
+    (``resolve_config``) and checks its arguments again. Call it when what
+    ``resolve_config`` returns may have changed (``best.clear_cache`` calls it)."""
+    _PLANS.clear()
+    _LINEARS.clear()
+
+
+class GemmPlan:
+    """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``)."""
+
+    __slots__ = ("shape", "dtype", "device", "store_z", "launch")
+
+    def __init__(self, shape, dtype, device, store_z: bool, launch):
+        self.shape, self.dtype, self.device, self.store_z, self.launch = shape, dtype, device, store_z, launch
+
+    def run(self, a, b, bias, out=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(out, Z or None) for operands of this plan's layout."""
+        if out is None:
+            out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        z = torch.empty(self.shape, dtype=self.dtype, device=self.device) if self.store_z else None
+        if self.launch is not None:
+            self.fire(a, b, out, bias, z)
+        return out, z
+
+    def fire(self, a, b, out, bias, z) -> None:
+        args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
+        if self.device.type == "cuda" and self.device.index != torch.cuda.current_device():
+            with torch.cuda.device(self.device):  # Triton launches on the current device
+                self.launch(*args)
+        else:
+            self.launch(*args)
+
+
+def gemm_plan(a, b, bias, act: str, slope: float, config: KernelConfig | None, store_z: bool = False) -> GemmPlan:
+    """The cached plan of act(a @ b + bias) into a fresh output, arguments already checked
+    (``act`` normalized); with ``store_z`` it also returns the pre-activation Z."""
+    key = (_layout(a), _layout(b), _layout(bias), None, act, slope, config, store_z)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _make_plan(a, b, bias, act, slope, config, None, store_z)
+        _remember(_PLANS, key, plan)
+    return plan
+
+
+def cached_plan(key, build):
+    """A launch plan other than a GEMM's (backward's elementwise pass), kept with the
+    GEMM plans so that clear_launch_cache forgets it too. ``key`` must hold every input
+    of ``build``."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = build()
+        _remember(_PLANS, key, plan)
+    return plan
+
+
+def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
+    m, k = a.shape
+    n = b.shape[1]
+    launch = None
+    if m > 0 and n > 0:
+        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device)
+        # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
+        c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
+        launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
+    return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
+
+
+def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, z):
+    """The kernel launch of this layout, after the config's variant: "tma" and "auto" take
+    the TMA kernel where it can run (a Hopper GPU with Triton >= 3.4) and the operands
+    allow descriptors, else the grouped pointer kernel. The interpreter runs the TMA
+    kernel only for an explicit "tma", so tests can exercise it."""
     if config.variant == "grouped":
         use_tma = False
     elif runtime.INTERPRETER:
@@ -214,15 +306,23 @@ def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: tor
     else:
         use_tma = runtime.has_tma()
     if use_tma and a.shape[1] > 0:
-        from autokernel.kernels.matmul_tma import launch_matmul_tma, tma_operands
+        from autokernel.kernels.matmul_tma import plan_matmul_tma, tma_operands
 
         operands = tma_operands(a, b, out)
         if operands is not None:
-            launch_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
-            return
-    from autokernel.kernels.matmul import launch_matmul
+            return plan_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
+    from autokernel.kernels.matmul import plan_matmul
 
-    launch_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+    return plan_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+
+
+def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
+    """Launch into ``out`` (and the pre-activation into ``z`` when given, shaped like
+    ``out``), arguments already checked, M and N > 0, without caching: for callers that
+    own their buffers (tests, benchmarks). The hot paths go through ``gemm_plan``."""
+    plan = GemmPlan(tuple(out.shape), out.dtype, out.device, False,
+                    _plan_kernel(a, b, out, bias, act, float(slope), config, z))
+    plan.fire(a, b, out, bias, z)
 
 
 def linear(
@@ -240,6 +340,7 @@ def linear(
 
     Differentiable: when grad mode is on and any of x, weight, bias requires grad, it runs
     through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too).
+    Under ``torch.compile`` it is the registered op ``torch.ops.autokernel.linear``.
 
     Args:
         x: [..., in_features]; leading dimensions are flattened into M.
@@ -251,15 +352,75 @@ def linear(
     Returns:
         [..., out_features] in x's dtype.
     """
-    _check_linear_args(x, weight, bias)
-    act = normalize_activation(activation)
-    for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
-        _check_config(name, cfg)
+    if torch.compiler.is_compiling():
+        return _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config)
+    try:
+        key = (_layout(x), _layout(weight), _layout(bias), activation, slope, config, dx_config, dw_config)
+        entry = _LINEARS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks below name the culprit
+        key = entry = None
+    if entry is None:
+        _check_linear_args(x, weight, bias)
+        act = normalize_activation(activation)
+        for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
+            _check_config(name, cfg)
+        lead = x.shape[:-1]
+        entry = _LinearEntry(act, float(slope), lead.numel(), (*lead, weight.shape[0]))
+        if key is not None:
+            _remember(_LINEARS, key, entry)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         from autokernel.autograd import LinearFunction
 
-        return LinearFunction.apply(x, weight, bias, act, float(slope), config, dx_config, dw_config)
-    lead = x.shape[:-1]
-    x2d = x.reshape(lead.numel(), x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
-    y = _matmul_checked(x2d, weight.t(), bias, act, slope, config)
-    return y.reshape(*lead, weight.shape[0])
+        return LinearFunction.apply(x, weight, bias, entry.act, entry.slope, config, dx_config, dw_config)
+    flat = x.dim() == 2
+    x2d = x if flat else x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
+    wt = weight.t()
+    plan = entry.plan
+    if plan is None:  # x2d's and wt's layouts follow from x's and weight's, which the key holds
+        plan = entry.plan = gemm_plan(x2d, wt, bias, entry.act, entry.slope, config)
+    y = plan.run(x2d, wt, bias)[0]
+    return y if flat else y.view(entry.out_shape)
+
+
+class _LinearEntry:
+    """What linear's checks found for one layout, and its no-grad GEMM plan once used."""
+
+    __slots__ = ("act", "slope", "m", "out_shape", "plan")
+
+    def __init__(self, act: str, slope: float, m: int, out_shape: tuple):
+        self.act, self.slope, self.m, self.out_shape, self.plan = act, slope, m, out_shape, None
+
+
+# ---- torch.compile: the ops as torch.library custom ops ----
+# Eager calls skip the dispatcher (it costs host time per call); traced code calls the
+# registered ops, which dynamo keeps in its graph without breaks and which CUDA graphs
+# can capture. Configs travel as strings of their fields (an op's schema has no
+# KernelConfig type).
+
+
+def _config_str(config) -> str | None:
+    if config is None:
+        return None
+    if not isinstance(config, KernelConfig):
+        raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+    return (f"{config.block_m},{config.block_n},{config.block_k},{config.group_m},"
+            f"{config.num_warps},{config.num_stages},{config.variant}")
+
+
+def _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config):
+    from autokernel import ops
+
+    _check_linear_args(x, weight, bias)
+    act = normalize_activation(activation)
+    x2d = x.reshape(x.shape[:-1].numel(), x.shape[-1])
+    y = ops.linear2d(x2d, weight, bias, act, float(slope),
+                     _config_str(config), _config_str(dx_config), _config_str(dw_config))
+    return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
+def _traced_matmul(a, b, bias, activation, slope, config, out):
+    check_matmul_args(a, b, bias, out)
+    y = _traced_linear(a, b.t(), bias, activation, slope, config, None, None)
+    if out is None:
+        return y
+    return out.copy_(y)

@@ -98,28 +98,27 @@ def time_layer(size: int, dtype: torch.dtype, activation: str) -> dict:
 
 def breakdown(size: int, dtype: torch.dtype) -> dict:
     """The pieces of forward and backward at one size (ms, medians)."""
-    from autokernel.kernels.backward import launch_activation_grad
+    from autokernel.autograd import activation_grad_pass
 
     x = torch.randn(size, size, device="cuda", dtype=dtype)
     w = torch.randn(size, size, device="cuda", dtype=dtype) / size**0.5
     b = torch.randn(size, device="cuda", dtype=dtype)
     dy = torch.randn(size, size, device="cuda", dtype=dtype)
     z = torch.randn(size, size, device="cuda", dtype=dtype)
-    dz = torch.empty_like(dy)
     out = {
         "torch mm dX": bench(lambda: dy @ w),
         "torch mm dW": bench(lambda: dy.t() @ x),
         "ours GEMM dX": bench(lambda: linear_backward(dy, x, w, None, "none", SLOPE, needs=(True, False, False))),
         "ours GEMM dW": bench(lambda: linear_backward(dy, x, w, None, "none", SLOPE, needs=(False, True, False))),
         "torch db = dY.sum(0)": bench(lambda: dy.sum(0)),
-        "ours db (column sums)": bench(lambda: launch_activation_grad(dy, None, None, "none", SLOPE, True, False)),
+        "ours db (column sums)": bench(lambda: activation_grad_pass(dy, None, False, "none", SLOPE, dtype)[1]),
     }
     for act in ("leaky_relu", "gelu"):
         grad_fn = {"leaky_relu": lambda: torch.ops.aten.leaky_relu_backward(dy, z, SLOPE, False),
                    "gelu": lambda: torch.ops.aten.gelu_backward(dy, z)}[act]
         out[f"{act}: torch act backward"] = bench(grad_fn)
         out[f"{act}: torch act backward + db"] = bench(lambda: grad_fn().sum(0))
-        out[f"{act}: ours dZ + db pass"] = bench(lambda: launch_activation_grad(dy, z, dz, act, SLOPE, True, False))
+        out[f"{act}: ours dZ + db pass"] = bench(lambda: activation_grad_pass(dy, z, True, act, SLOPE, dtype)[1])
     with torch.no_grad():
         out["torch fwd addmm+gelu"] = bench(lambda: torch.nn.functional.gelu(torch.addmm(b, x, w.t())))
         out["ours fwd gelu, no grad"] = bench(lambda: autokernel.linear(x, w, b, "gelu"))

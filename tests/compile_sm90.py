@@ -52,11 +52,10 @@ def matmul_tma_variants():
                                          ("float16", "none", False, False), ("bfloat16", "relu", True, True)]:
         t = _TYPES[dtype]
         sig = {
-            "a_desc": f"tensordesc<{t}[{bk}, {bm}]>" if a_trans else f"tensordesc<{t}[{bm}, {bk}]>",
-            "b_desc": f"tensordesc<{t}[{bn}, {bk}]>" if b_trans else f"tensordesc<{t}[{bk}, {bn}]>",
-            "c_desc": f"tensordesc<{t}[{bm}, {bn}]>",
+            "a_ptr": "*" + t, "b_ptr": "*" + t, "c_ptr": "*" + t,
             "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
-            "stride_zm": "i32", "stride_zn": "i32", "stride_bias": "i32", "slope": "fp32",
+            "stride_a": "i32", "stride_b": "i32", "stride_c": "i32", "stride_zm": "i32", "stride_zn": "i32",
+            "stride_bias": "i32", "slope": "fp32",
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132)

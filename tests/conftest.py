@@ -115,3 +115,11 @@ def sweep(tmp_path):
     path = tmp_path / "sweep.csv"
     synthetic_sweep(path)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _fresh_launch_cache():
+    """Tests that patch a kernel launcher must not meet a plan cached by an earlier test."""
+    from autokernel import api
+
+    api.clear_launch_cache()

@@ -77,8 +77,8 @@ def test_export_round_trips_into_matmul_and_linear(hist, tmp_path, monkeypatch, 
     monkeypatch.setenv(best.CONFIG_ENV, str(path))
     best.clear_cache()
     launched = []
-    real = autokernel.kernels.matmul.launch_matmul
-    monkeypatch.setattr(autokernel.kernels.matmul, "launch_matmul",
+    real = autokernel.kernels.matmul.plan_matmul  # called once per new layout: records each GEMM's config
+    monkeypatch.setattr(autokernel.kernels.matmul, "plan_matmul",
                         lambda *args, **kw: launched.append(args[6]) or real(*args, **kw))
     a, b, bias = (torch.randn(*shape, device=device) for shape in ((20, 12), (12, 24), (24,)))
     ref = torch.relu(a @ b + bias)

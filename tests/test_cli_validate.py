@@ -42,7 +42,7 @@ def test_explicit_problem_and_config_table():
 
 def test_failing_case_exits_1(monkeypatch):
     # A kernel that writes nothing must be caught by the NaN poison: exit code 1.
-    monkeypatch.setattr("autokernel.kernels.matmul.launch_matmul", lambda *a, **k: None)
+    monkeypatch.setattr("autokernel.kernels.matmul.plan_matmul", lambda *a, **k: lambda *tensors: None)
     result = runner.invoke(app, ["validate", "-s", "8", "-d", "fp16", "--no-bias", "--json"])
     assert result.exit_code == 1
     case = json.loads(result.stdout)[0]

@@ -12,9 +12,10 @@ SCRIPT = Path(__file__).with_name("compile_sm90.py")
 
 def test_kernels_compile_for_sm90():
     pytest.importorskip("triton.backends.nvidia")
-    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONWARNINGS="ignore")
-    # The kernels of this checkout, not an installed copy (a git worktree beside an editable install).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPT.parents[1]), env.get("PYTHONPATH")]))
+    # This checkout's kernels, not those of whatever autokernel is installed.
+    root = str(SCRIPT.parent.parent)
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "kernel variants for sm_90" in proc.stdout

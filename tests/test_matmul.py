@@ -187,7 +187,7 @@ def test_tma_variant_every_layout(layout, dtype, device, monkeypatch):
     # edges are ragged against the 16x32x16 tile, so TMA's zero padding and clipping count.
     import autokernel.kernels.matmul as grouped
 
-    monkeypatch.setattr(grouped, "launch_matmul", lambda *a, **k: pytest.fail("fell back to the grouped kernel"))
+    monkeypatch.setattr(grouped, "plan_matmul", lambda *a, **k: pytest.fail("fell back to the grouped kernel"))
     a, b, bb = _inputs(40, 72, 56, dtype, device, layout=layout, seed=len(layout))
     out = torch.full((40, 72), float("nan"), dtype=dtype, device=device)
     ak.matmul(a, b, bb, "gelu_tanh", config=ak.KernelConfig(**TMA_CFG), out=out)

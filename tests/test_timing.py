@@ -84,7 +84,7 @@ def test_evaluate_failure_is_a_status_not_an_exception(monkeypatch, exc, status)
     def launch(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr("autokernel.kernels.matmul.launch_matmul", launch)
+    monkeypatch.setattr("autokernel.kernels.matmul.plan_matmul", lambda *a, **k: launch)
     trial = evaluate(Problem(16, 16, 16), SMALL, timer=fake_timer)
     assert isinstance(trial, Trial)
     assert trial.status == status and trial.ms is None
@@ -101,7 +101,7 @@ def test_compile_error_is_classified_by_the_outer_exception(monkeypatch):
         except ValueError as cause:
             raise CompilationError("src", None, "wrapped") from cause
 
-    monkeypatch.setattr("autokernel.kernels.matmul.launch_matmul", launch)
+    monkeypatch.setattr("autokernel.kernels.matmul.plan_matmul", lambda *a, **k: launch)
     trial = evaluate(Problem(16, 16, 16), SMALL, timer=fake_timer)
     assert trial.status == "compile_error" and "inner cause" in trial.error
 
@@ -110,7 +110,7 @@ def test_evaluate_wrong_result_fails_correctness(monkeypatch):
     def launch(a, b, c, *args, **kwargs):
         c.fill_(3.0)
 
-    monkeypatch.setattr("autokernel.kernels.matmul.launch_matmul", launch)
+    monkeypatch.setattr("autokernel.kernels.matmul.plan_matmul", lambda *a, **k: launch)
     trial = evaluate(Problem(16, 16, 16), SMALL, timer=fake_timer)
     assert trial.status == "failed_correctness" and "rel_error" in trial.error and trial.ms is None
 

@@ -13,11 +13,11 @@ summing db inside the dW GEMM 2.5x slower: docs/backward.md.) In forward, the GE
 epilogue stores Z beside Y when backward needs it (gelu, gelu_tanh, silu).
 """
 
-import torch
 import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import activation_grad
+from autokernel.kernels.launch import KernelLaunch
 
 
 @triton.jit
@@ -34,7 +34,7 @@ def _activation_grad_kernel(
     BLOCK_N: tl.constexpr,
 ):
     """dZ = dY * act'(Z) over ROW_TILES x BLOCK_M rows and BLOCK_N columns; with COLUMN_SUM,
-    partial[pid_m, n] = sum of those rows of dZ (float32)."""
+    partial[pid_m, n] = sum of those rows of dZ (summed in float32, stored in partial's dtype)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -57,30 +57,32 @@ def _activation_grad_kernel(
         tl.store(partial_ptr + pid_m * N + offs_n, col_acc, mask=n_ok)
 
 
-def launch_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_sum: bool, interpret: bool):
-    """dZ = dY * act'(Z) into ``dz`` (if given) and, with ``column_sum``, return sum_m dZ.
+def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_sum: bool,
+                         interpret: bool) -> KernelLaunch:
+    """The launch of dZ = dY * act'(Z) for tensors laid out like these, called as
+    ``launch(dy, z or dy, dz or dy, partial or dy)``.
 
-    dy, z, dz: [M, N] with any strides; M, N > 0. ``z`` is unused for "none". Returns the
-    float32 [N] column sums, or None.
+    dy, z, dz: [M, N] with any strides; M, N > 0; ``z`` is unused for "none" and ``dz``
+    may be None (no store). With ``column_sum``, ``partial`` is a [launch.grid[0], N]
+    buffer of per-program column sums of dZ (summed in float32, stored in its dtype).
     """
     M, N = dy.shape
     block_m, block_n = (16, 64) if interpret else (32, 128)
     row_tiles = min(8, triton.cdiv(M, block_m))  # rows per program: fewer partial sums
-    grid = (triton.cdiv(M, block_m * row_tiles), triton.cdiv(N, block_n))
-    partial = torch.empty((grid[0], N), dtype=torch.float32, device=dy.device) if column_sum else None
     z_ = z if grad_activation != "none" else dy
     dz_ = dz if dz is not None else dy
-    _activation_grad_kernel[grid](
-        dy, z_, dz_, partial if partial is not None else dy,
-        M, N,
-        dy.stride(0), dy.stride(1), z_.stride(0), z_.stride(1), dz_.stride(0), dz_.stride(1),
-        float(slope),
-        GRAD_ACTIVATION=grad_activation,
-        STORE_DZ=dz is not None,
-        COLUMN_SUM=column_sum,
-        ROW_TILES=row_tiles,
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        num_warps=4,
+    return KernelLaunch(
+        _activation_grad_kernel,
+        (triton.cdiv(M, block_m * row_tiles), triton.cdiv(N, block_n)),
+        (M, N, dy.stride(0), dy.stride(1), z_.stride(0), z_.stride(1), dz_.stride(0), dz_.stride(1), float(slope)),
+        dict(
+            GRAD_ACTIVATION=grad_activation,
+            STORE_DZ=dz is not None,
+            COLUMN_SUM=column_sum,
+            ROW_TILES=row_tiles,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+        ),
+        dict(num_warps=4),
+        dy.device, interpret,
     )
-    return partial.sum(0) if column_sum else None

@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import apply_activation
+from autokernel.kernels.launch import KernelLaunch
 
 _INT32_MAX = 2**31 - 1
 
@@ -103,8 +104,9 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
-def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> None:
-    """Launch C = act(A @ B + bias) into the preallocated ``c``; shapes already checked.
+def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> KernelLaunch:
+    """The launch of C = act(A @ B + bias) for operands laid out like these (shapes
+    already checked), called as ``launch(a, b, c, bias or c, z or c)``.
 
     M and N must be > 0; K may be 0 (the loop is skipped and the epilogue still runs).
     With ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too.
@@ -112,23 +114,24 @@ def launch_matmul(a, b, c, bias, activation: str, slope: float, config, interpre
     M, K = a.shape
     N = b.shape[1]
     zz = z if z is not None else c
-    grid = (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),)
-    _matmul_kernel[grid](
-        a, b, c, bias if bias is not None else c, zz,
-        M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
-        bias.stride(0) if bias is not None else 0,
-        float(slope),
-        HAS_BIAS=bias is not None,
-        STORE_Z=z is not None,
-        ACTIVATION=activation,
-        EVEN_K=K % config.block_k == 0,
-        UPCAST=interpret and a.dtype == torch.bfloat16,
-        INDEX_64=_needs_int64(a, b, c, zz),
-        BLOCK_M=config.block_m,
-        BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k,
-        GROUP_M=config.group_m,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
+    return KernelLaunch(
+        _matmul_kernel,
+        (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),),
+        (M, N, K,
+         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
+         float(slope)),
+        dict(
+            HAS_BIAS=bias is not None,
+            STORE_Z=z is not None,
+            ACTIVATION=activation,
+            EVEN_K=K % config.block_k == 0,
+            UPCAST=interpret and a.dtype == torch.bfloat16,
+            INDEX_64=_needs_int64(a, b, c, zz),
+            BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k,
+            GROUP_M=config.group_m,
+        ),
+        dict(num_warps=config.num_warps, num_stages=config.num_stages),
+        c.device, interpret,
     )

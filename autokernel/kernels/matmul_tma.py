@@ -1,14 +1,19 @@
 """Hopper path: C = act(A @ B + bias) with TMA tensor descriptors and a persistent grid.
 
 One program per SM walks output tiles in grouped order. A, B and C move through tensor
-descriptors: the copy engine lands each tile in shared memory in the layout the tensor
-cores read, pads the K tail and the edges with zeros on load and clips them on store,
+descriptors, made on the device by each program (``tl.make_tensor_descriptor``): host
+descriptors cost a ``cuTensorMapEncodeTiled`` and Triton's Python wrapping per operand
+on every launch, which made this path the slowest on the host. The copy engine lands
+each tile in shared memory in the layout the tensor cores read, pads the K tail and the edges with zeros on load and clips them on store,
 so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
 descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
 
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
-falls back to the pointer kernel.
+falls back to the pointer kernel. The device-made descriptors live in a small global
+scratch buffer that Triton asks its allocator for at each launch: ``_TmaLaunch``
+installs one that hands out a cached buffer per stream (launches on one stream run in
+order, so they may share it) wherever none is set.
 """
 
 import functools
@@ -16,8 +21,10 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import _allocation
 
 from autokernel.kernels.epilogue import apply_activation
+from autokernel.kernels.launch import KernelLaunch
 from autokernel.kernels.matmul import grouped_tile
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
@@ -25,9 +32,9 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 @triton.jit
 def _matmul_tma_kernel(
-    a_desc, b_desc, c_desc, bias_ptr, z_ptr,
+    a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,
-    stride_zm, stride_zn, stride_bias,
+    stride_a, stride_b, stride_c, stride_zm, stride_zn, stride_bias,
     slope,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
@@ -41,6 +48,16 @@ def _matmul_tma_kernel(
     GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr,
 ):
+    # A transposed view is described over its row-major storage and read as [K, M].
+    if A_TRANS:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_a, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if B_TRANS:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
@@ -115,38 +132,72 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def launch_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
-                      z=None) -> None:
-    """Launch the persistent TMA kernel; ``operands`` from tma_operands(a, b, c). With
-    ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
+class _ScratchAllocator:
+    """Triton's global-scratch allocator: one buffer per stream, grown on demand."""
 
+    def __init__(self):
+        self.buffers: dict[int, torch.Tensor] = {}
+
+    def __call__(self, size: int, alignment: int, stream):
+        if torch.cuda.is_current_stream_capturing():
+            # A CUDA graph owns what is allocated while it is captured: a temporary
+            # there, or the graph pool could hand a cached buffer to another tensor.
+            return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
+        buf = self.buffers.get(stream)
+        if buf is None or buf.numel() < size:
+            # Stream handles are unique across devices; the launch runs on the current one.
+            buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
+            self.buffers[stream] = buf
+        return buf
+
+
+_SCRATCH = _ScratchAllocator()
+
+
+class _TmaLaunch(KernelLaunch):
+    """A launch of the TMA kernel, whose device-made descriptors need Triton's allocator.
+
+    Triton keeps its allocator in a ContextVar, so one set in the main thread is not seen
+    by autograd's device threads, where backward GEMMs run: check at every launch (a
+    ContextVar read), and install ours where none is set."""
+
+    __slots__ = ()
+
+    def __call__(self, *tensors) -> None:
+        if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+            triton.set_allocator(_SCRATCH)
+        super().__call__(*tensors)
+
+
+def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
+                    z=None) -> KernelLaunch:
+    """The persistent TMA kernel's launch for operands laid out like these, called as
+    ``launch(a, b, c, bias or c, z or c)``; ``operands`` from tma_operands(a, b, c). With
+    ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too."""
     (a_view, a_trans), (b_view, b_trans) = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.block_m, config.block_n, config.block_k
-    a_desc = TensorDescriptor.from_tensor(a_view, [bk, bm] if a_trans else [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(b_view, [bn, bk] if b_trans else [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
     num_sms = _num_sms(c.device)
-    grid = (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
     zz = z if z is not None else c
-    _matmul_tma_kernel[grid](
-        a_desc, b_desc, c_desc, bias if bias is not None else c, zz,
-        M, N, K,
-        zz.stride(0), zz.stride(1), bias.stride(0) if bias is not None else 0,
-        float(slope),
-        HAS_BIAS=bias is not None,
-        STORE_Z=z is not None,
-        ACTIVATION=activation,
-        A_TRANS=a_trans,
-        B_TRANS=b_trans,
-        UPCAST=interpret and a.dtype == torch.bfloat16,
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        GROUP_M=config.group_m,
-        NUM_SMS=num_sms,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
+    return _TmaLaunch(
+        _matmul_tma_kernel,
+        (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
+        (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
+         bias.stride(0) if bias is not None else 0, float(slope)),
+        dict(
+            HAS_BIAS=bias is not None,
+            STORE_Z=z is not None,
+            ACTIVATION=activation,
+            A_TRANS=a_trans,
+            B_TRANS=b_trans,
+            UPCAST=interpret and a.dtype == torch.bfloat16,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            GROUP_M=config.group_m,
+            NUM_SMS=num_sms,
+        ),
+        dict(num_warps=config.num_warps, num_stages=config.num_stages),
+        c.device, interpret,
     )

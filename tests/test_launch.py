@@ -1,0 +1,201 @@
+"""The cached launch path (api's plans) and the torch.compile ops, under the interpreter."""
+
+import pytest
+import torch
+
+import autokernel as ak
+from autokernel import api
+from autokernel.evaluate import reference
+
+from conftest import rel_error
+
+SMALL = dict(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=1, num_stages=1)
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Every plan built (a cache miss) and the configs resolve_config was asked for."""
+    seen = {"plans": 0, "configs": []}
+    make, resolve = api._make_plan, api.resolve_config
+
+    def counting_make(*args, **kwargs):
+        seen["plans"] += 1
+        return make(*args, **kwargs)
+
+    def recording_resolve(config, *args, **kwargs):
+        seen["configs"].append(config)
+        return resolve(config, *args, **kwargs)
+
+    monkeypatch.setattr(api, "_make_plan", counting_make)
+    monkeypatch.setattr(api, "resolve_config", recording_resolve)
+    return seen
+
+
+def _rand(*shape, dtype=torch.float16, seed=0):
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) / 3).to(dtype)
+
+
+def test_cached_calls_equal_the_checked_path(device, builds):
+    a, b, bias = _rand(24, 40).to(device), _rand(40, 32, seed=1).to(device), _rand(32, seed=2).to(device)
+    first = ak.matmul(a, b, bias, "gelu")
+    for seed in (3, 4):  # fresh data, same layout: plan reused, results still right
+        a2 = _rand(24, 40, seed=seed).to(device)
+        cached = ak.matmul(a2, b, bias, "gelu")
+        api.clear_launch_cache()
+        checked = ak.matmul(a2, b, bias, "gelu")  # rebuilt: checks, config and grid again
+        assert torch.equal(cached, checked)
+        assert rel_error(cached, reference(a2, b, bias, "gelu")) < 1e-2
+    assert rel_error(first, reference(a, b, bias, "gelu")) < 1e-2
+    assert builds["plans"] == 3  # the first call and one per clear, none for cached calls
+
+
+def test_a_new_stride_dtype_config_or_activation_misses(device, builds):
+    # Each change below keeps every other part of the key: a key that left one out
+    # would reuse the old plan, whose strides / dtype / epilogue give wrong numbers.
+    a = _rand(32, 32).to(device)
+    b = _rand(32, 32, seed=1).to(device)
+    ak.matmul(a, b)
+    assert builds["plans"] == 1
+    at = _rand(32, 32, seed=2).to(device).t()  # same shape, transposed strides
+    assert rel_error(ak.matmul(at, b), at.float() @ b.float()) < 1e-2
+    assert builds["plans"] == 2
+    a32, b32 = a.float(), b.float()
+    out = ak.matmul(a32, b32)
+    assert out.dtype == torch.float32 and rel_error(out, a32 @ b32) < 1e-4
+    assert builds["plans"] == 3
+    relu = ak.matmul(a, b, activation="relu")
+    assert (relu >= 0).all() and rel_error(relu, torch.relu(a.float() @ b.float())) < 1e-2
+    assert builds["plans"] == 4
+    cfg = ak.KernelConfig(**SMALL)
+    ak.matmul(a, b, config=cfg)
+    ak.matmul(a, b, config=ak.KernelConfig(**{**SMALL, "block_n": 32}))
+    assert builds["configs"][-2:] == [cfg, ak.KernelConfig(**{**SMALL, "block_n": 32})]
+    assert builds["plans"] == 6
+    ak.matmul(a, b, config=ak.KernelConfig(**SMALL))  # an equal config hits
+    assert builds["plans"] == 6
+
+
+def test_misaligned_base_and_out_layout_miss(device, builds):
+    big = _rand(16, 72).to(device)
+    b = _rand(64, 24, seed=1).to(device)
+    ak.matmul(big[:, :64], b)
+    ak.matmul(big[:, 1:65], b)  # same shape and strides, base off 16-byte alignment
+    assert builds["plans"] == 2
+    out = torch.empty(24, 16, dtype=torch.float16, device=device).t()  # a strided out=
+    ak.matmul(big[:, :64], b, out=out)
+    assert builds["plans"] == 3
+    assert rel_error(out, big[:, :64].float() @ b.float()) < 1e-2
+
+
+def test_clear_launch_cache_resolves_configs_again(device, builds):
+    a, b = _rand(16, 16).to(device), _rand(16, 16, seed=1).to(device)
+    ak.matmul(a, b)
+    ak.matmul(a, b)
+    assert builds["configs"] == [None]  # resolve_config once per layout
+    api.clear_launch_cache()
+    ak.matmul(a, b)
+    assert builds["configs"] == [None, None]
+
+
+def test_bad_arguments_still_fail_clearly_after_a_cached_call(device):
+    a, b = _rand(8, 8).to(device), _rand(8, 8, seed=1).to(device)
+    ak.matmul(a, b)
+    with pytest.raises(TypeError, match="b must be a torch.Tensor"):
+        ak.matmul(a, [[1.0]])
+    with pytest.raises(ValueError, match="activation must be one of"):
+        ak.matmul(a, b, activation="tanh")
+    with pytest.raises(TypeError, match="config must be a KernelConfig"):
+        ak.matmul(a, b, config={"block_m": 16})
+
+
+def test_linear_training_step_reuses_plans(device, builds):
+    layer = ak.nn.Linear(24, 40, activation="silu", device=device)
+    x = torch.randn(2, 7, 24, device=device, requires_grad=True)
+    layer(x).sum().backward()
+    first = builds["plans"]
+    for _ in range(2):
+        layer(x).square().sum().backward()
+    assert builds["plans"] == first  # forward, dX and dW plans all reused
+
+
+# ---- torch.compile: the registered ops, no graph break ----
+
+
+def _graph_recorder(graphs):
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    return backend
+
+
+def test_compile_fullgraph_traces_autokernel_layers(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        ak.nn.Linear(16, 32, activation="gelu"), ak.nn.Linear(32, 8, activation="relu"), ak.nn.Linear(8, 4),
+    ).to(device)
+    x = torch.randn(3, 5, 16, device=device, requires_grad=True)
+    expected = model(x)
+    expected.square().sum().backward()
+    want = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    graphs = []
+    torch._dynamo.reset()
+    y = torch.compile(model, backend=_graph_recorder(graphs), fullgraph=True)(x)
+    assert len(graphs) == 1 and graphs[0].count("autokernel.linear_fwd") == 3
+    torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
+    y.square().sum().backward()
+    for got, ref in zip([p.grad for p in model.parameters()] + [x.grad], want):
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_compile_aot_eager_backward_through_the_ops(device):
+    # aot_eager traces forward and backward with fake tensors: register_fake and
+    # register_autograd must agree with the kernels.
+    torch.manual_seed(1)
+    w = torch.randn(12, 20, device=device, requires_grad=True)
+    bias = torch.randn(12, device=device, requires_grad=True)
+    x = torch.randn(6, 20, device=device, requires_grad=True)
+
+    def step(x, w, bias):
+        return ak.linear(x, w, bias, "leaky_relu", slope=0.2).sum() + ak.matmul(x, w.detach().t(), None, "silu").sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(x, w, bias), (x, w, bias))
+    ref = torch.autograd.grad(
+        torch.nn.functional.leaky_relu(torch.nn.functional.linear(x, w, bias), 0.2).sum()
+        + torch.nn.functional.silu(x @ w.detach().t()).sum(), (x, w, bias))
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g, r, atol=1e-4, rtol=1e-4)
+
+
+def test_replayed_arguments_follow_the_kernel_signature(device):
+    # On the GPU a KernelLaunch replays (*tensors, *args_tail) into the compiled kernel's
+    # launcher, which takes every parameter in declaration order: check that order here.
+    from autokernel.kernels.matmul import _matmul_kernel, plan_matmul
+
+    a, b = _rand(20, 24).to(device), _rand(24, 8, seed=1).to(device)
+    c = torch.empty(20, 8, dtype=torch.float16, device=device)
+    launch = plan_matmul(a, b, c, None, "relu", 0.5, ak.KernelConfig(**SMALL), interpret=False)
+    names = _matmul_kernel.arg_names
+    tail = dict(zip(names[5:], launch.args_tail))
+    assert len(names) == 5 + len(launch.args_tail)
+    assert (tail["M"], tail["N"], tail["K"], tail["stride_am"], tail["slope"]) == (20, 8, 24, 24, 0.5)
+    assert tail["ACTIVATION"] == "relu" and tail["BLOCK_N"] == 16 and tail["HAS_BIAS"] is False
+
+
+@pytest.mark.parametrize("rows", [40, 300], ids=["db written by the kernel", "db from partial sums"])
+def test_bias_gradient_both_ways(rows, device):
+    # Up to one program row of the elementwise pass, the kernel stores db itself in the
+    # bias dtype; beyond, float32 partial sums are added up: both must match torch.
+    x = torch.randn(rows, 24, device=device, dtype=torch.float16, requires_grad=True)
+    layer = ak.nn.Linear(24, 20, activation="silu", device=device, dtype=torch.float16)
+    g = torch.randn(rows, 20, device=device, dtype=torch.float16)
+    (db,) = torch.autograd.grad(layer(x), (layer.bias,), g)
+    zf = torch.nn.functional.linear(x.detach().float(), layer.weight.detach().float(), layer.bias.detach().float())
+    zf.requires_grad_()
+    (want,) = torch.autograd.grad(torch.nn.functional.silu(zf), (zf,), g.float())
+    assert db.dtype == torch.float16
+    assert rel_error(db, want.sum(0)) < 5e-3
