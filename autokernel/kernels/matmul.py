@@ -119,7 +119,7 @@ def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret:
         (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),),
         (M, N, K,
          a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
-         float(slope)),
+         bias.stride(0) if bias is not None else 0, float(slope)),
         dict(
             HAS_BIAS=bias is not None,
             STORE_Z=z is not None,
