@@ -2,11 +2,13 @@
 # The exhaustive sweep of the tuning space on a GPU: a grid tune over every config of each
 # shape, every trial (and cuBLAS) appended to one history CSV, which `tune --replay` reads.
 # Usage on the device: source scripts/device_env.sh; bash scripts/sweep_space.sh OUT.csv "M N K DTYPE" ...
+# A sweep cut short (SWEEP_TIMEOUT seconds per shape, sent as Ctrl-C so workers stop cleanly)
+# resumes where it stopped when run again on the same OUT.csv: the grid skips tried configs.
 set -u
 out=$1; shift
 for shape in "$@"; do
   set -- $shape
-  python3 -m autokernel tune --strategy grid --per-generation 5000 --generations 1 \
+  ${SWEEP_TIMEOUT:+timeout -s INT $SWEEP_TIMEOUT} python3 -m autokernel tune --strategy grid --per-generation 5000 --generations 1 \
     --m "$1" --n "$2" --k "$3" --dtype "$4" --history "$out" --timeout 60 --json > "${out%.csv}_$1x$2x$3_$4.json" \
     || echo "sweep of $shape exited $?"
   python3 - "$out" "$1" "$2" "$3" "$4" <<'PY'
