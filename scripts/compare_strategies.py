@@ -16,14 +16,17 @@ parser.add_argument("sweep")
 parser.add_argument("--seeds", type=int, default=5)
 parser.add_argument("--budget", type=int, default=96)
 parser.add_argument("--fraction", type=float, default=0.98)
-parser.add_argument("--strategies", default="grid,random,optuna")
+parser.add_argument("--strategies", default="grid,random,optuna,auto")
+parser.add_argument("--no-prior", action="store_true", help="the strategy alone: no default config tried first")
 args = parser.parse_args()
 
 names = args.strategies.split(",")
-rows = compare_strategies(args.sweep, names, range(args.seeds), budget=args.budget, fraction=args.fraction)
+rows = compare_strategies(args.sweep, names, range(args.seeds), budget=args.budget, fraction=args.fraction,
+                          prior=not args.no_prior)
 problems = list(dict.fromkeys(r["problem"] for r in rows))
 print(f"trials to reach {args.fraction:.0%} of the exhaustive best (median over {args.seeds} seeds; "
-      f"[reached/seeds] within {args.budget} trials)\n")
+      f"[reached/seeds] within {args.budget} trials; "
+      f"{'the strategy alone' if args.no_prior else 'the default config tried first, as tune does'})\n")
 print("| problem | configs | " + " | ".join(names) + " |")
 print("|---|---:|" + "---:|" * len(names))
 for p in problems:

@@ -249,7 +249,9 @@ def _baseline(problem, evaluator, store, run_id: str, command: str) -> "Trial | 
 
     if hasattr(evaluator, "baseline"):
         return evaluator.baseline(problem)
-    trial = evaluate_torch(problem, "torch")
+    from autokernel import runtime
+
+    trial = evaluate_torch(problem, "torch", graph_time=not runtime.INTERPRETER)  # gpu_ms, like the candidates'
     append_history(store, [trial_row(command, trial, run_id, "torch")])
     return trial
 

@@ -126,10 +126,11 @@ def trials_to_reach(times_ms: Sequence[float | None], target_ms: float) -> int |
 
 def compare_strategies(path: str | Path, strategies: Sequence[str], seeds: Sequence[int], *, budget: int,
                        per_generation: int = 8, fraction: float = 0.98,
-                       problems: Sequence[Problem] | None = None) -> list[dict]:
+                       problems: Sequence[Problem] | None = None, prior: bool = True) -> list[dict]:
     """For each problem of a recorded sweep, strategy and seed: how many trials a fresh
-    tuning run (its default-config seed included) needed to reach ``fraction`` of the
-    sweep's exhaustive best throughput, within ``budget`` trials (None: not reached)."""
+    tuning run needed to reach ``fraction`` of the sweep's exhaustive best throughput,
+    within ``budget`` trials (None: not reached). With ``prior`` the run tries the default
+    config first, as ``autokernel tune`` does; without, the strategy alone proposes."""
     import tempfile
 
     from autokernel.history import History
@@ -152,7 +153,8 @@ def compare_strategies(path: str | Path, strategies: Sequence[str], seeds: Seque
                         problem, strategy=make_strategy(name, seed=seed), evaluator=replay, store=store, space=space,
                         generations=-(-budget // per_generation), per_generation=per_generation, run_id="compare",
                         device=replay.device, timing=replay.timing,
-                        seeds=loop.prior_configs(problem, space, None, device=replay.device, timing=replay.timing),
+                        seeds=loop.prior_configs(problem, space, None, device=replay.device, timing=replay.timing)
+                        if prior else (),
                         stop=loop.StopRules(max_trials=budget))
                     times = [t.rank_ms if t.ok else None for t in result.trials]
                     rows.append({"problem": problem.label(), "strategy": name, "seed": seed, "space": space.size(),

@@ -28,11 +28,21 @@ class OptunaStrategy:
 
     name = "optuna"
 
-    def __init__(self, seed: int | None = None, n_startup_trials: int = _N_STARTUP) -> None:
+    def __init__(self, seed: int | None = None, n_startup_trials: int = _N_STARTUP, exploit: float = 0.0) -> None:
         self.seed = seed
         self.n_startup_trials = n_startup_trials
+        self.exploit = exploit
 
     def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+        """``n`` configs: with ``exploit`` > 0, that share of them from the untried
+        neighbours of the best configs so far (one field one step away), the rest from TPE."""
+        local = local_moves(space, history, round(n * self.exploit), self.seed) if self.exploit else []
+        pending = [*history, *(Observation(c, "pending") for c in local)]
+        return local + self._tpe(space, pending, n - len(local))
+
+    def _tpe(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+        if n <= 0:
+            return []
         import optuna
         from optuna.distributions import CategoricalDistribution, IntDistribution
 
@@ -70,6 +80,8 @@ class OptunaStrategy:
                 continue
             value = math.log(obs.ms) if obs.ok and obs.ms > 0 else penalty
             known[config_key(obs.config)] = value
+            if obs.status == "pending":
+                continue  # proposed in this call by another route: not a result, only not to repeat
             study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=value))
 
         tried = tried_keys(history)
@@ -96,3 +108,44 @@ class OptunaStrategy:
             rest = [c for c in space if config_key(c) not in tried and config_key(c) not in chosen]
             out += rng.sample(rest, min(n - len(out), len(rest)))
         return out
+
+
+def neighbours(space: SearchSpace, config: KernelConfig) -> list[KernelConfig]:
+    """The configs of ``space`` one step from ``config``: one ordinal field moved to the next
+    choice up or down, or the variant switched."""
+    out = []
+    for name in PARAMS:
+        choices = space.choices[name]
+        value = getattr(config, name)
+        if value not in choices:
+            continue
+        i = choices.index(value)
+        steps = [c for c in choices if c != value] if name == "variant" else \
+            [choices[j] for j in (i - 1, i + 1) if 0 <= j < len(choices)]
+        for v in steps:
+            values = {p: getattr(config, p) for p in PARAMS} | {name: v}
+            if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
+                continue
+            candidate = KernelConfig(**values)
+            if space.contains(candidate):
+                out.append(candidate)
+    return out
+
+
+def local_moves(space: SearchSpace, history: Sequence[Observation], n: int, seed: int | None) -> list[KernelConfig]:
+    """Up to ``n`` untried neighbours of the best configs so far, best config first, in a
+    seeded random order within each neighbourhood."""
+    if n <= 0:
+        return []
+    rng = random.Random(None if seed is None else hash((seed, len(history), "local")))
+    seen = tried_keys(history)
+    out: list[KernelConfig] = []
+    for obs in sorted((o for o in history if o.ok), key=lambda o: o.ms):
+        near = [c for c in neighbours(space, obs.config) if config_key(c) not in seen]
+        rng.shuffle(near)
+        for c in near:
+            seen.add(config_key(c))
+            out.append(c)
+            if len(out) == n:
+                return out
+    return out
