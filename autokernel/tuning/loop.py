@@ -137,8 +137,9 @@ def tune(
 
         def record(trial: Trial, gen: int = gen, new: bool = True) -> None:
             rationale = notes.get(config_key(trial.config))
-            if rationale:
-                trial.note = f"{trial.note}; {rationale}" if trial.note else rationale
+            if rationale and rationale not in (trial.note or ""):
+                # The rationale first: a "re-timed" mark must stay last (history.is_retimed).
+                trial.note = f"{rationale}; {trial.note}" if trial.note else rationale
             store.append(make_row(command, problem, trial.config, status=trial.status, run_id=run_id,
                                   strategy=strategy.name, generation=gen, name="triton", device=device,
                                   **trial.history_fields()))
