@@ -11,7 +11,8 @@ for _ in $(seq 50); do [ -s "$out/llm_url" ] && break; sleep 0.2; done
 export OPENAI_BASE_URL=$(cat "$out/llm_url") OPENAI_API_KEY=loopback AUTOKERNEL_LLM_MODEL=loopback
 TIMEFORMAT="loop: %R s wall"
 time python3 -m autokernel loop --shapes configs/shapes/llm.csv --max-trials 16 --per-generation 8 --patience 2 \
-  --seed 0 --history "$out/loop.csv" --plot "$out/loop_curve.png" --json > "$out/loop.json"
+  --seed 0 --history "$out/loop.csv" --plot "$out/loop_curve.png" --json > "$out/loop.json" 2> "$out/loop.log"
+tail -5 "$out/loop.log"
 kill $server
 python3 - "$out/loop.json" <<'PY'
 import json, sys
