@@ -355,3 +355,28 @@ def test_the_prompt_states_a_gpu_space_rules_and_a_replayed_sweep():
     listed = prompt.split("can be measured")[1]
     assert all(json.dumps(c.model_dump(), separators=(",", ":")) in listed for c in sweep[1:])
     assert json.dumps(sweep[0].model_dump(), separators=(",", ":")) not in listed
+
+
+def test_a_broken_openai_install_falls_back_instead_of_crashing(monkeypatch):
+    """Seen on the GPU machine: openai imported but its own dependency (httpx2) was missing.
+    The generation is filled by the fallback and the run goes on, with one event saying why."""
+    import builtins
+
+    from autokernel.problem import Problem
+    from autokernel.tuning.space import SearchSpace
+    from autokernel.tuning.strategies.llm import LLMStrategy
+
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "openai":
+            raise ModuleNotFoundError("No module named 'httpx2'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setattr(builtins, "__import__", broken)
+    strategy = LLMStrategy(seed=0)
+    space = SearchSpace.for_problem(Problem(32, 32, 32))
+    proposed = strategy.propose(space, [], 3)
+    assert len(proposed) == 3 and all(space.contains(c) for c in proposed)
+    assert any("openai package cannot be imported" in e for e in strategy.events)

@@ -129,7 +129,11 @@ class LLMStrategy:
     @property
     def client(self) -> "openai.OpenAI":
         if self._client is None:
-            import openai
+            try:
+                import openai
+            except ImportError as exc:  # a missing or broken install: the fallback proposes instead
+                raise LLMError(f"the openai package cannot be imported ({exc}); install it with pip install openai",
+                               permanent=True) from None
 
             # Local servers need no key, but the SDK refuses to start without one.
             key = os.environ.get("OPENAI_API_KEY") or "unused"
