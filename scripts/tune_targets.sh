@@ -26,7 +26,7 @@ from autokernel.tuning.space import config_key
 from autokernel.tuning.strategies.base import problem_rows
 from autokernel.config import KernelConfig
 out, sweep = Path(sys.argv[1]), History(sys.argv[2]).read()
-print("\nshape | winner | its gpu_ms in the sweep / sweep best | tune gpu_ms / sweep best | cuBLAS gpu_ms | winner vs cuBLAS (GPU time)")
+print("\nshape | winner | its throughput / sweep best (sweep figures) | this run's winner / sweep best | cuBLAS gpu_ms | winner vs cuBLAS (GPU time)")
 for f in sorted(out.glob("tune_cold_*.json")):
     r = json.loads(f.read_text())[0]
     p = Problem(**r["problem"])
