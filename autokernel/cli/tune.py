@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,6 +57,7 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds one candid
 LayoutOpt = Annotated[
     str, typer.Option("--layout", help="nn (row-major B), nt (B is an [N, K] weight's .t(), as in nn.Linear), tn or tt.")
 ]
+BiasOpt = Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="The LLM for --strategy llm/auto (else $AUTOKERNEL_LLM_MODEL).")]
 
 
@@ -77,7 +79,7 @@ def tune(
     k: KOpt = None,
     dtype: DtypeOpt = None,
     activation: ActivationOpt = None,
-    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")] = False,
+    bias: BiasOpt = False,
     layout: LayoutOpt = "nn",
     generations: GenerationsOpt = 5,
     per_generation: PerGenOpt = 8,
@@ -155,8 +157,6 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
     try:
         with user_errors():
             evaluator, device, timing = _evaluator(options)
-        import time
-
         started = time.perf_counter()
         for problem in problems:
             if stop is not None and stop.time_budget_s is not None:
@@ -377,7 +377,7 @@ def loop(
     k: KOpt = None,
     dtype: DtypeOpt = None,
     activation: ActivationOpt = None,
-    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")] = False,
+    bias: BiasOpt = False,
     layout: LayoutOpt = "nn",
     strategy: StrategyOpt = "auto",
     per_generation: PerGenOpt = 8,
