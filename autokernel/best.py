@@ -204,7 +204,7 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
     Rows whose config is not a valid KernelConfig (a hand edit) are skipped with a warning.
     """
     from autokernel.api import normalize_activation
-    from autokernel.history import PROBLEM_KEY, best_per_problem, is_triton_forward, to_records
+    from autokernel.history import PROBLEM_KEY, best_per_problem, drop_superseded, is_triton_forward, to_records
     from autokernel.problem import parse_dtype
 
     dtypes = _names(dtype, parse_dtype)
@@ -227,7 +227,8 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
         warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
                       f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
     here = on_device & (df["timing"] == timing)
-    ok = df[ours & success & here & df["config"].notna()]
+    ok = drop_superseded(df[ours & here & df["config"].notna()])  # a failed re-time supersedes too
+    ok = ok[(ok["status"] == "success") & ok["ms"].notna()]
     configs = _parse_configs(ok["config"])
     ok = ok[ok["config"].map(configs).notna()]
     best = best_per_problem(ok)

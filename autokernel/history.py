@@ -371,7 +371,8 @@ def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
     rows (bench --backward, kernels ending in "_autograd", three GEMMs) never count: the
     best is what our kernel reached, on the GPU that ran it. A winner the tuner re-timed
     counts by its re-timed row (drop_superseded)."""
-    ok = drop_superseded(df[(df["status"] == "success") & df["ms"].notna() & is_triton_forward(df)])
+    ours = drop_superseded(df[is_triton_forward(df)])  # before the success filter: a failed re-time supersedes too
+    ok = ours[(ours["status"] == "success") & ours["ms"].notna()]
     keys = PROBLEM_KEY + ["device", "timing"]
     if ok.empty:
         return ok.reset_index(drop=True)

@@ -124,3 +124,49 @@ def test_loop_llm_end_to_end_under_the_interpreter(tmp_path, hist, monkeypatch):
     assert triton["note"].fillna("").str.contains("small tiles").sum() == 2  # gen 1: the LLM's two, with rationale
     assert (df["note"].fillna("").str.contains("re-timed") <= df["note"].fillna("").str.endswith("re-timed")).all()
     assert "sk-test-secret-key" not in hist.read_text() + result.output
+
+
+def test_replay_refusals_are_one_line(sweep, tmp_path):
+    line = one_error_line(runner.invoke(app, ["tune", "--replay", str(sweep), "-s", "1234", "-g", "1"]), 2)
+    assert "has no trials of 1234x1234x1234" in line
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert "holds no recorded trials" in one_error_line(runner.invoke(app, ["tune", "--replay", str(empty)]), 2)
+    line = one_error_line(runner.invoke(app, ["tune", "--interpret", "--m", "0", "--n", "8", "--k", "8"]), 2)
+    assert "must be > 0" in line
+
+
+def test_a_second_run_reports_the_earlier_winner_with_its_figures(sweep):
+    args = ["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "grid", "-g", "1", "-n", "2", "--json"]
+    first = json.loads(runner.invoke(app, [*args[:-3], "-n", "40", "--json"]).stdout)[0]
+    second = json.loads(runner.invoke(app, args).stdout)[0]
+    assert second["best"]["this_run"] is False and second["best"]["config"] == first["best"]["config"]
+    assert second["best"]["ms"] == pytest.approx(first["best"]["ms"]) and second["speedup"] == pytest.approx(first["speedup"])
+
+
+def test_auto_with_a_seed_repeats_across_processes(sweep, tmp_path):
+    import subprocess
+    import sys
+
+    runs = []
+    for i in range(2):
+        out = subprocess.run([sys.executable, "-m", "autokernel", "tune", "--replay", str(sweep), "-s", "4096",
+                              "--strategy", "auto", "--seed", "7", "-g", "3", "-n", "4",
+                              "--history", str(tmp_path / f"h{i}.csv")], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        runs.append(History(tmp_path / f"h{i}.csv").read()["config"].tolist())
+    assert runs[0] == runs[1]
+
+
+def test_shapes_errors_are_one_line(tmp_path, monkeypatch):
+    (tmp_path / "badmodel.py").write_text("def build():\n    raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "badmodel:build"]), 2)
+    assert "badmodel:build() failed: RuntimeError: boom" in line
+    bad = tmp_path / "b.json"
+    bad.write_text('[{"M": 64, "N": 64, "K": 64, "bias": "maybe"}]')
+    from autokernel.tuning.shapes import read_shapes
+
+    with pytest.raises(ValueError) as err:
+        read_shapes(bad)
+    assert str(err.value).count("entry 1") == 1 and "bias must be true or false" in str(err.value)

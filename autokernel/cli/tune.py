@@ -125,7 +125,16 @@ def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
 
         s = INTERPRETER_SIZE if (runtime.INTERPRETER and replay is None) else GPU_SIZE
         sizes = [(s, s, s)]
-    return [Problem(mm, nn, kk, d, a, bias, layout) for (mm, nn, kk), d, a in itertools.product(sizes, dtypes, acts)]
+    return _tunable([Problem(mm, nn, kk, d, a, bias, layout)
+                     for (mm, nn, kk), d, a in itertools.product(sizes, dtypes, acts)])
+
+
+def _tunable(problems: list["Problem"]) -> list["Problem"]:
+    """The problems, or one line and exit 2 for one with nothing to time (a zero size)."""
+    for p in problems:
+        if 0 in (p.m, p.n, p.k):
+            fail(f"{p.label()}: M, N and K must be > 0 to tune (a zero size leaves nothing to time)")
+    return problems
 
 
 def _options(generations, per_generation, strategy, seed, timeout, model, replay) -> TuneOptions:
@@ -157,6 +166,9 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
     try:
         with user_errors():
             evaluator, device, timing = _evaluator(options)
+            if hasattr(evaluator, "space"):
+                for problem in problems:  # a problem the sweep lacks: one line now, not a traceback later
+                    evaluator.space(problem)
         started = time.perf_counter()
         for problem in problems:
             if stop is not None and stop.time_budget_s is not None:
@@ -266,18 +278,14 @@ def _speedup(result: "TuneResult", baseline: "Trial | None") -> float | None:
 
 
 def _best_trial(result: "TuneResult") -> dict | None:
-    """The winning trial's numbers: from this run's trials, or the best observation of earlier runs."""
-    if result.best is None:
+    """The winner's numbers, from the history row behind ``result.best``: its re-timed row
+    where the tuner measured it again, this run's or an earlier run's."""
+    best = result.best
+    if best is None:
         return None
-    from autokernel.tuning.space import config_key
-
-    key = config_key(result.best.config)
-    for t in sorted((t for t in result.trials if t.ok), key=lambda t: t.rank_ms):
-        if config_key(t.config) == key:
-            return {"config": t.config, "ms": t.ms, "gpu_ms": t.gpu_ms, "tflops": t.tflops, "rank_ms": t.rank_ms,
-                    "this_run": True}
-    return {"config": result.best.config, "ms": None, "gpu_ms": None, "tflops": None, "rank_ms": result.best.ms,
-            "this_run": False}
+    row = best.row or {}
+    return {"config": best.config, "ms": row.get("ms"), "gpu_ms": row.get("gpu_ms"), "tflops": row.get("tflops"),
+            "rank_ms": best.ms, "this_run": row.get("run_id") == result.run_id}
 
 
 def _render(outcome: dict) -> None:
@@ -405,7 +413,7 @@ def loop(
                 fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
             from autokernel.tuning.shapes import read_shapes
 
-            problems = read_shapes(shapes)
+            problems = _tunable(read_shapes(shapes))
             if replay is None:
                 from autokernel.cli._common import require_timing_mode
 

@@ -167,7 +167,8 @@ def tune(
         events_seen = len(events)
         if on_generation is not None:
             on_generation(summary)
-        gained = before is None or (result.best is not None and result.best.ms < before.ms * (1 - stop.min_gain))
+        # No success yet counts as no gain: a problem where everything fails stops on patience too.
+        gained = result.best is not None and (before is None or result.best.ms < before.ms * (1 - stop.min_gain))
         stale = 0 if gained else stale + 1
         if stop.patience is not None and stale >= stop.patience:
             result.stopped = "converged"
@@ -179,8 +180,10 @@ def tune(
         event = _retime_suspicious_winner(result.trials, problem, evaluator, record)
         if event:
             result.events.append(event)
-            # The re-timed rows are the latest of their configs: they supersede the old ones.
-            result.best = best_of(observations(store.read(), problem, device=device, timing=timing))
+    if result.trials:
+        # From the history as written: a re-timed row supersedes its config's earlier ones,
+        # and the best carries its row (ms, gpu_ms, tflops), this run's or an earlier one's.
+        result.best = best_of(observations(store.read(), problem, device=device, timing=timing))
     return result
 
 
@@ -229,10 +232,11 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
         def distance(row) -> float:
             return shape_distance((int(row["M"]), int(row["N"]), int(row["K"])), (problem.m, problem.n, problem.k))
 
+        best = best[best["config"].notna()]  # a configless row (an old baseline) proposes nothing
         ranked = sorted((r for r in best.to_dict(orient="records")), key=distance)
         for row in ranked:
             try:
-                out.append(KernelConfig.from_json(row["config"]))
+                out.append(KernelConfig.from_json(str(row["config"])))
             except ValueError:
                 continue
             if len(out) > limit:

@@ -36,6 +36,8 @@ class ReplayEvaluator:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a torn line in a sweep is one config fewer
             self._df = History(self.path).read()
+        if self._df["config"].notna().sum() == 0:
+            raise ValueError(f"replay file {self.path} holds no recorded trials: give a history CSV of a sweep")
         self._cache: dict[Problem, dict[tuple, Trial]] = {}
         devices = self._df["device"].dropna().unique().tolist()
         self.device = devices[0] if len(devices) == 1 else ", ".join(map(str, devices))

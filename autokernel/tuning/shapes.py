@@ -40,9 +40,10 @@ def _problem(row: dict, where: str) -> Problem:
         m, n, k = (int(str(fields[c]).strip()) for c in ("m", "n", "k"))
     except ValueError:
         raise ValueError(f"{where}: M, N and K must be integers, got {fields['m']!r}, {fields['n']!r}, {fields['k']!r}") from None
+    bias = _as_bool(fields.get("bias", False), where)  # names the place itself
     try:
         return Problem(m, n, k, fields.get("dtype") or "float16", fields.get("activation") or "none",
-                       _as_bool(fields.get("bias", False), where), fields.get("layout") or "nn")
+                       bias, fields.get("layout") or "nn")
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
@@ -94,12 +95,15 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> list[dict]
         factory = importlib.import_module(module_name)
         for part in attr.split("."):
             factory = getattr(factory, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load {spec}: {exc}") from None
+    except Exception as exc:  # the user's module may raise anything while it is imported
+        raise ValueError(f"cannot load {spec}: {type(exc).__name__}: {exc}") from None
     if not callable(factory):
         raise ValueError(f"{spec} is not callable")
-    with torch.device("meta"):
-        model = factory()
+    try:
+        with torch.device("meta"):
+            model = factory()
+    except Exception as exc:  # the user's factory: its failure is one line, not a traceback
+        raise ValueError(f"{spec}() failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
     counts: dict[tuple, list] = {}

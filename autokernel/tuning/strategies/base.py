@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from autokernel.config import ConfigError, KernelConfig
@@ -27,6 +27,8 @@ class Observation:
     status: str
     ms: float | None = None
     error: str | None = None
+    row: dict | None = field(default=None, compare=False, repr=False)
+    """The history row it was read from (observations()), for the figures beside ``ms``."""
 
     @property
     def ok(self) -> bool:
@@ -94,7 +96,7 @@ def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None =
         ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
         status = str(row["status"])
         ok = status == "success" and ms is not None
-        obs = Observation(config, status, float(ms) if ok else None, row["error"])
+        obs = Observation(config, status, float(ms) if ok else None, row["error"], row)
         key = config_key(config)
         seen = out.get(key)
         if is_retimed(row["note"]):

@@ -137,7 +137,7 @@ def local_moves(space: SearchSpace, history: Sequence[Observation], n: int, seed
     seeded random order within each neighbourhood."""
     if n <= 0:
         return []
-    rng = random.Random(None if seed is None else hash((seed, len(history), "local")))
+    rng = random.Random(None if seed is None else hash((seed, len(history), 1)))  # ints only: str hashes vary per process
     seen = tried_keys(history)
     out: list[KernelConfig] = []
     for obs in sorted((o for o in history if o.ok), key=lambda o: o.ms):
