@@ -14,8 +14,9 @@ A file is used only for the device it was tuned on (device names compared throug
 ``device_key``). Within it the nearest entry of the same dtype and activation wins:
 the smallest ``shape_distance``, |log2 M - log2 M'| summed over M, N and K (a shape
 twice as large in one dimension is 1 away; the exact shape is 0), ties broken by
-a matching bias, then layout, then file order. A file found with no entry of the
-dtype and activation passes the lookup on to the next source.
+a matching bias, then layout, then file order, among the entries within 4x of the shape
+in every dimension (``within_reach``). A file with no such entry of the dtype and
+activation passes the lookup on to the next source.
 
 Everything is cached: a file is read and validated once per process, and each
 (M, N, K, dtype, activation, bias, device) is resolved once, so a call costs one
@@ -152,11 +153,23 @@ class BestFile(BaseModel):
             return (shape_distance((m, n, k), (entry.M, entry.N, entry.K)),
                     bias is not None and entry.bias != bias, layout is not None and entry.layout != layout)
 
-        candidates = [e for e in self.entries if e.dtype == dtype and e.activation == activation]
+        candidates = [e for e in self.entries if e.dtype == dtype and e.activation == activation
+                      and within_reach((m, n, k), (e.M, e.N, e.K))]
         return min(candidates, key=distance, default=None)  # min keeps the first of equals: file order
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
+
+
+MAX_RATIO_LOG2 = 2.0
+"""An entry stands in for shapes at most 4x away from its own in each of M, N and K."""
+
+
+def within_reach(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """True when no dimension of the two shapes differs by more than 2**MAX_RATIO_LOG2: a
+    tile tuned for 4096 rows says nothing about 16 (a decode GEMM wants thin tiles), so
+    such a shape keeps the default config rather than a far entry's."""
+    return all(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) <= MAX_RATIO_LOG2 for x, y in zip(a, b))
 
 
 def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:

@@ -228,8 +228,10 @@ def test_nearest_shape_within_dtype_and_activation():
 
     assert pick(16, 16, 16) == 0 and pick(256, 256, 32) == 2  # exact shapes
     assert pick(60, 70, 50) == 1 and pick(20, 12, 24) == 0 and pick(200, 300, 40) == 2
-    assert pick(4096, 4096, 4096) == 2 and pick(1, 1, 1) == 0  # nearest, however far
-    assert pick(100, 100, 100, "bfloat16") == 3 and pick(8, 8, 8, activation="relu") == 4
+    assert pick(1024, 1024, 128) == 2 and pick(4, 4, 4) == 0  # nearest, up to 4x away in each dimension
+    assert pick(4096, 4096, 4096) is None and pick(1, 1, 1) is None  # farther: the default config's job
+    assert pick(16, 4096, 64) is None  # a decode-like shape borrows no square tile
+    assert pick(100, 100, 100, "bfloat16") == 3 and pick(16, 16, 16, activation="relu") == 4
     assert pick(64, 64, 64, activation="gelu") is None and pick(64, 64, 64, "float32") is None
     assert pick(64, 64, 64, bias=False) == 1 and pick(64, 64, 64, bias=True) == 5  # ties: bias, then layout
     assert pick(64, 64, 64, bias=False, layout="nt") == 6 and pick(64, 64, 64) == 1  # then file order
