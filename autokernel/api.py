@@ -298,7 +298,13 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
     """The kernel launch of this layout, after the config's variant: "tma" and "auto" take
     the TMA kernel where it can run (a Hopper GPU with Triton >= 3.4) and the operands
     allow descriptors, else the grouped pointer kernel. The interpreter runs the TMA
-    kernel only for an explicit "tma", so tests can exercise it."""
+    kernel only for an explicit "tma", so tests can exercise it. A config with split_k > 1
+    takes the split-K kernels (pointer loads) whatever its variant: the TMA kernel has no
+    split-K, and the config asked for it."""
+    if config.split_k > 1:
+        from autokernel.kernels.splitk import plan_matmul_splitk
+
+        return plan_matmul_splitk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
     if config.variant == "grouped":
         use_tma = False
     elif runtime.INTERPRETER:
@@ -404,7 +410,7 @@ def _config_str(config) -> str | None:
     if not isinstance(config, KernelConfig):
         raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
     return (f"{config.block_m},{config.block_n},{config.block_k},{config.group_m},"
-            f"{config.num_warps},{config.num_stages},{config.variant}")
+            f"{config.num_warps},{config.num_stages},{config.split_k},{config.variant}")
 
 
 def _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config):

@@ -16,6 +16,7 @@ _BLOCK_RANGE = (16, 256)  # tl.dot needs every tile dimension >= 16
 _GROUP_RANGE = (1, 64)
 _WARPS = (1, 2, 4, 8, 16)
 _STAGES_RANGE = (1, 8)
+_SPLIT_K = (1, 2, 4, 8, 16)
 
 
 def _is_pow2(x: int) -> bool:
@@ -35,6 +36,10 @@ class KernelConfig(BaseModel):
     variant: "grouped" (pointer loads, one program per tile: runs anywhere), "tma"
     (Hopper: tensor descriptors and a persistent grid, falling back to "grouped" where an
     operand can't have a descriptor or the GPU is older), or "auto" (tma where it can run).
+    split_k: how many programs share one tile's K loop (a power of two, 1 to 16). Above 1,
+    each writes its fp32 partial tile to a workspace and a second kernel sums them and
+    applies the epilogue (kernels/splitk.py): more programs for skinny or long-K shapes.
+    Split-K runs on pointer loads whatever the variant: the TMA kernel has no split-K.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +51,7 @@ class KernelConfig(BaseModel):
     num_warps: int = 8
     num_stages: int = 3
     variant: Literal["auto", "grouped", "tma"] = "auto"
+    split_k: int = 1
 
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
@@ -78,6 +84,13 @@ class KernelConfig(BaseModel):
             raise ValueError(f"must be in [{lo}, {hi}], got {v}")
         return v
 
+    @field_validator("split_k")
+    @classmethod
+    def _check_split_k(cls, v: int) -> int:
+        if v not in _SPLIT_K:
+            raise ValueError(f"must be one of {_SPLIT_K}, got {v}")
+        return v
+
     @model_validator(mode="after")
     def _check_tile_vs_warps(self) -> "KernelConfig":
         # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
@@ -92,7 +105,7 @@ class KernelConfig(BaseModel):
         the C tile the TMA store goes through when the variant may be tma."""
         elem = dtype.itemsize
         total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
-        if self.variant != "grouped":
+        if self.variant != "grouped" and self.split_k == 1:
             total += self.block_m * self.block_n * elem
         return total
 
@@ -110,9 +123,12 @@ class KernelConfig(BaseModel):
             raise ConfigError(error)
 
     def short(self) -> str:
-        """A compact human label, e.g. 128x128x64 g8 w8 s3."""
+        """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
+        and k4 for split_k=4)."""
         label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
-        return label if self.variant == "auto" else f"{label} {self.variant}"
+        if self.variant != "auto":
+            label += f" {self.variant}"
+        return label if self.split_k == 1 else f"{label} k{self.split_k}"
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -18,7 +18,7 @@ import torch
 from autokernel.autograd import linear_backward, linear_forward, saves_output, stores_preactivation
 from autokernel.config import KernelConfig
 
-_FIELDS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
+_FIELDS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k")
 
 
 @functools.lru_cache(maxsize=256)

@@ -64,6 +64,32 @@ def matmul_tma_variants():
             "num_warps": 8, "num_stages": 3}
 
 
+def splitk_variants():
+    """The split-K partial and reduce kernels (kernels/splitk.py)."""
+    from autokernel.kernels.splitk import _splitk_partial_kernel, _splitk_reduce_kernel
+
+    for dtype, even_k, index_64 in [("float16", True, False), ("bfloat16", False, False), ("float32", False, True)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "ws_ptr": "*fp32"}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                             "slice_size", "iters_per_split")})
+        consts = dict(EVEN_K=even_k, UPCAST=False, INDEX_64=index_64, BLOCK_M=16, BLOCK_N=64,
+                      BLOCK_K=64 if dtype == "float32" else 128, GROUP_M=8)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"splitk_partial {dtype} even_k={even_k}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
+    for dtype, act, split_k, index_64 in [*[("float16", act, 4, False) for act in ACTIVATIONS],
+                                          ("bfloat16", "gelu_tanh", 2, False), ("float32", "silu", 16, True)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"ws_ptr": "*fp32", "c_ptr": t, "bias_ptr": t, "z_ptr": t}
+        sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
+                                             "stride_bias", "slice_size")})
+        sig["slope"] = "fp32"
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, INDEX_64=index_64, SPLIT_K=split_k,
+                      BLOCK_M=16, BLOCK_N=64)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"splitk_reduce {dtype} {act} split_k={split_k}", _splitk_reduce_kernel, sig, consts, {"num_warps": 4}
+
+
 def backward_variants():
     """The elementwise kernels of the linear layer's forward and backward."""
     from autokernel.kernels.backward import _activation_grad_kernel
@@ -81,6 +107,7 @@ def backward_variants():
 def variants():
     yield from matmul_variants()
     yield from matmul_tma_variants()
+    yield from splitk_variants()
     yield from backward_variants()
 
 

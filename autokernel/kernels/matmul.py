@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.epilogue import apply_activation
+from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch
 
 _INT32_MAX = 2**31 - 1
@@ -27,6 +27,29 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
     return pid_m, pid_n
+
+
+@triton.jit
+def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
+                 EVEN_K: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc + the A tile @ the B tile over ``iters`` BLOCK_K steps from K index ``k_first``
+    (where ``a_ptrs`` and ``b_ptrs`` point); without EVEN_K, columns from K on read as 0."""
+    for i in range(0, iters):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k_first - i * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
 
 
 @triton.jit
@@ -62,37 +85,10 @@ def _matmul_kernel(
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        if UPCAST:
-            # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-
-    if HAS_BIAS:
-        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
-        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc = acc + bias[None, :]
-    if INDEX_64:
-        offs_m = offs_m.to(tl.int64)
-        offs_n = offs_n.to(tl.int64)
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    if STORE_Z:
-        # The pre-activation Z as well, for a backward pass that needs act'(Z).
-        z_ptrs = z_ptr + offs_m[:, None] * stride_zm + offs_n[None, :] * stride_zn
-        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=mask)
-    acc = apply_activation(acc, slope, ACTIVATION)
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, 0, tl.cdiv(K, BLOCK_K), K, stride_ak, stride_bk,
+                       EVEN_K, UPCAST, BLOCK_K)
+    store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
+                   z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 
 
 def _needs_int64(*tensors: torch.Tensor) -> bool:

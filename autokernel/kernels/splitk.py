@@ -1,0 +1,169 @@
+"""Split-K GEMM for skinny and long-K problems: C = act(A @ B + bias) in two kernels.
+
+With few output tiles (decode shapes, M <= 256) or a K much longer than M and N (the dW
+GEMM of a backward over many tokens), one program per tile leaves most SMs idle while
+each walks a long K loop. Split-K gives each tile SPLIT_K programs:
+
+1. ``_splitk_partial_kernel``, grid (tiles, SPLIT_K): program (tile, s) accumulates its
+   slice s of the K loop (whole BLOCK_K steps; the last slices may be short or empty) in
+   float32 and stores the partial tile to slice s of a float32 workspace [SPLIT_K, M, N].
+2. ``_splitk_reduce_kernel``: sums the slices in a fixed order (no atomics: the result
+   is deterministic), then the epilogue of the one-pass kernel (bias, Z, activation).
+
+The workspace is allocated per call (``torch.empty``, SPLIT_K * M * N * 4 bytes): the
+caching allocator makes that cheap, and a plan holds no memory between calls.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from autokernel.kernels.epilogue import store_epilogue
+from autokernel.kernels.launch import KernelLaunch
+from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, accumulate_k, grouped_tile
+
+_REDUCE_WARPS = 4
+
+
+@triton.jit
+def _splitk_partial_kernel(
+    a_ptr, b_ptr, ws_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn,
+    slice_size, iters_per_split,
+    EVEN_K: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INDEX_64: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_s = tl.program_id(1)
+    first_iter = pid_s * iters_per_split
+    # The last slices cover what is left of K: possibly less than the others, or nothing.
+    iters = tl.minimum(iters_per_split, tl.cdiv(K, BLOCK_K) - first_iter)
+    k_first = first_iter * BLOCK_K
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # As in the one-pass kernel: edge rows/cols wrap onto valid ones, the store masks them.
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    abs_k = k_first + offs_k
+    if INDEX_64:
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+        abs_k = abs_k.to(tl.int64)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + abs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + abs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
+                       EVEN_K, UPCAST, BLOCK_K)
+
+    slice_start = pid_s * slice_size  # slice_size = M * N
+    if INDEX_64:
+        slice_start = pid_s.to(tl.int64) * slice_size
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(ws_ptr + slice_start + offs_m[:, None] * N + offs_n[None, :], acc, mask=mask)
+
+
+@triton.jit
+def _splitk_reduce_kernel(
+    ws_ptr, c_ptr, bias_ptr, z_ptr,
+    M, N,
+    stride_cm, stride_cn, stride_zm, stride_zn, stride_bias,
+    slice_size, slope,
+    HAS_BIAS: tl.constexpr,
+    STORE_Z: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    INDEX_64: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # A 1-D grid, row-major over tiles: a grid's y dimension is capped at 65535.
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid = tl.program_id(0)
+    offs_m = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = offs_m
+    cols = offs_n
+    if INDEX_64:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    ws_ptrs = ws_ptr + rows[:, None] * N + cols[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _ in tl.static_range(SPLIT_K):  # a fixed order: the same sum on every run
+        acc += tl.load(ws_ptrs, mask=mask, other=0.0)
+        ws_ptrs += slice_size  # pointer arithmetic: no int32 product of the slice index
+    store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
+                   z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
+
+
+class SplitKLaunch:
+    """The two launches of a split-K GEMM, called as ``launch(a, b, c, bias or c, z or c)``
+    like a ``KernelLaunch`` of the one-pass kernel; each call allocates its workspace."""
+
+    __slots__ = ("partial", "reduce", "workspace_shape")
+
+    def __init__(self, partial: KernelLaunch, reduce: KernelLaunch, workspace_shape: tuple[int, int, int]):
+        self.partial, self.reduce, self.workspace_shape = partial, reduce, workspace_shape
+
+    def __call__(self, a, b, c, bias, z) -> None:
+        ws = torch.empty(self.workspace_shape, dtype=torch.float32, device=c.device)
+        self.partial(a, b, ws)
+        self.reduce(ws, c, bias, z)
+
+
+def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> SplitKLaunch:
+    """The split-K launch of C = act(A @ B + bias) with ``config.split_k`` slices, for
+    operands laid out like these (shapes already checked; M, N > 0; K may be 0: every
+    slice is then empty and C = act(bias)). With ``z``, the pre-activation is stored too."""
+    M, K = a.shape
+    N = b.shape[1]
+    split_k = config.split_k
+    zz = z if z is not None else c
+    index_64 = _needs_int64(a, b, c, zz) or split_k * M * N > _INT32_MAX // 2
+    iters_per_split = triton.cdiv(triton.cdiv(K, config.block_k), split_k)
+    options = dict(num_warps=config.num_warps, num_stages=config.num_stages)
+    partial = KernelLaunch(
+        _splitk_partial_kernel,
+        (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n), split_k),
+        (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M * N, iters_per_split),
+        dict(
+            EVEN_K=K % config.block_k == 0,
+            UPCAST=interpret and a.dtype == torch.bfloat16,
+            INDEX_64=index_64,
+            BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k,
+            GROUP_M=config.group_m,
+        ),
+        options, c.device, interpret,
+    )
+    # The reduction streams SPLIT_K fp32 tiles through registers: the config's tile with
+    # a fixed warp count (its stages and warps are the GEMM's, not an elementwise pass's).
+    reduce = KernelLaunch(
+        _splitk_reduce_kernel,
+        (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),),
+        (M, N, c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
+         bias.stride(0) if bias is not None else 0, M * N, float(slope)),
+        dict(
+            HAS_BIAS=bias is not None,
+            STORE_Z=z is not None,
+            ACTIVATION=activation,
+            INDEX_64=index_64,
+            SPLIT_K=split_k,
+            BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n,
+        ),
+        dict(num_warps=_REDUCE_WARPS), c.device, interpret,
+    )
+    return SplitKLaunch(partial, reduce, (split_k, M, N))
