@@ -106,8 +106,8 @@ def test_loop_llm_end_to_end_under_the_interpreter(tmp_path, hist, monkeypatch):
     against a local chat-completions server, candidates run in the worker, rationales kept."""
     from llm_server import LLMServer, Reply, config_reply
 
-    good = [dict(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped"),
-            dict(block_m=32, block_n=16, block_k=16, group_m=1, num_warps=2, num_stages=1, variant="grouped")]
+    good = [dict(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped", split_k=1),
+            dict(block_m=32, block_n=16, block_k=16, group_m=1, num_warps=2, num_stages=1, variant="grouped", split_k=1)]
     with LLMServer(default=Reply(config_reply(good, "small tiles for a small problem"))) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-key")

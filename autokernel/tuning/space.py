@@ -23,9 +23,12 @@ GPU_CHOICES: dict[str, tuple] = {
     "num_warps": (4, 8),
     "num_stages": (3, 4, 5),
     "variant": ("grouped", "tma"),
+    "split_k": (1, 2, 4, 8),
 }
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
+_SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
+_LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
 
 # Under the interpreter each program is Python: small tiles, one stage, few warps.
 INTERPRETER_CHOICES: dict[str, tuple] = {
@@ -36,6 +39,7 @@ INTERPRETER_CHOICES: dict[str, tuple] = {
     "num_warps": (1, 2, 4),
     "num_stages": (1, 2),
     "variant": ("grouped",),
+    "split_k": (1, 2),
 }
 
 PARAMS = tuple(GPU_CHOICES)
@@ -85,6 +89,10 @@ class SearchSpace:
             return "the TMA kernel needs a Hopper GPU and Triton >= 3.4"
         if config.variant == "tma" and p.torch_dtype not in (torch.float16, torch.bfloat16):
             return "the TMA kernel takes float16 and bfloat16 only"
+        if config.split_k > 1:
+            why = _why_not_split(config, p)
+            if why:
+                return why
         if self.smem_limit is not None:
             need = config.shared_memory_bytes(p.torch_dtype)
             if need > self.smem_limit:
@@ -138,6 +146,20 @@ class SearchSpace:
         return sum(1 for _ in self)
 
 
+def _why_not_split(config: KernelConfig, p: Problem) -> str | None:
+    """Why split-K (config.split_k > 1) is pointless or impossible for ``p``, or None."""
+    if config.variant != "grouped":
+        return f"split_k={config.split_k} runs the grouped kernel: pair it with variant grouped, not {config.variant}"
+    if not (p.m <= _SKINNY_M or p.k >= _LONG_K * max(p.m, p.n)):
+        return (f"split_k={config.split_k} only pays for skinny (M <= {_SKINNY_M}) or long-K "
+                f"(K >= {_LONG_K} * max(M, N)) problems, not {p.m}x{p.n}x{p.k}")
+    if p.k // config.split_k < config.block_k:
+        return f"split_k={config.split_k} leaves K slices of {p.k // config.split_k}, shorter than block_k={config.block_k}"
+    return None
+
+
 def config_key(config: KernelConfig) -> tuple:
-    """The tuned fields of a config as a hashable key (for deduplication)."""
+    """The tuned fields of a config as a hashable key (for deduplication), aligned with
+    PARAMS. Keys are computed from configs, never stored: a config recorded before
+    split_k existed loads with split_k=1 and gets the key of the same config today."""
     return tuple(getattr(config, name) for name in PARAMS)
