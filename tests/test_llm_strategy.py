@@ -380,3 +380,14 @@ def test_a_broken_openai_install_falls_back_instead_of_crashing(monkeypatch):
     proposed = strategy.propose(space, [], 3)
     assert len(proposed) == 3 and all(space.contains(c) for c in proposed)
     assert any("openai package cannot be imported" in e for e in strategy.events)
+
+
+def test_a_reply_without_split_k_means_no_split(space, history, new):
+    """A model (or a json_object / plain-text reply) that leaves split_k out proposes split_k=1,
+    rather than having every config rejected as incomplete."""
+    plain = [c for c in new if c.split_k == 1][:2]
+    items = [{k: v for k, v in c.model_dump().items() if k != "split_k"} | {"rationale": "r"} for c in plain]
+    with LLMServer([Reply(json.dumps({"configs": items}))]) as server:
+        s = llm(server)
+        out = s.propose(space, history, 2)
+    assert out == plain and s.last_stats["rejected"] == 0

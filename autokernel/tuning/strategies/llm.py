@@ -357,17 +357,21 @@ def check_reply(reply: str, space: SearchSpace, taken: set[tuple], n: int) -> tu
     return accepted, reasons
 
 
+_MAY_OMIT = {"split_k": 1}
+"""Fields a reply may leave out (a model that knows no split-K means none), with their value."""
+
+
 def _check_item(item: Any, space: SearchSpace) -> tuple[KernelConfig | None, str | None]:
     if not isinstance(item, dict):
         return None, "a config must be a JSON object"
     unknown = sorted(set(item) - set(PARAMS) - {"rationale"})
     if unknown:
         return None, f"unknown keys {', '.join(unknown)}"
-    missing = [name for name in PARAMS if name not in item]
+    missing = [name for name in PARAMS if name not in item and name not in _MAY_OMIT]
     if missing:
         return None, f"missing {', '.join(missing)}"
     try:
-        config = KernelConfig.from_dict({name: item[name] for name in PARAMS})
+        config = KernelConfig.from_dict({name: item.get(name, _MAY_OMIT.get(name)) for name in PARAMS})
     except ConfigError as exc:
         return None, str(exc)
     return config, space.why_invalid(config)
