@@ -3,6 +3,7 @@ impossible configs before anything is compiled."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
@@ -131,13 +132,21 @@ class SearchSpace:
 
     def __iter__(self) -> Iterator[KernelConfig]:
         """Every valid config, in a deterministic order."""
+        return iter(self._valid)
+
+    @functools.cached_property
+    def _valid(self) -> tuple[KernelConfig, ...]:
+        # Built once per space: the cross product is thousands of pydantic configs, and the
+        # random and grid strategies walk it at every proposal.
+        out = []
         for values in itertools.product(*(self.choices[name] for name in PARAMS)):
             params = dict(zip(PARAMS, values))
             if params["block_m"] * params["block_n"] < params["num_warps"] * 256:
                 continue  # KernelConfig's own warps-vs-tile rule, checked without pydantic
             config = KernelConfig(**params)
             if self.why_invalid(config) is None:
-                yield config
+                out.append(config)
+        return tuple(out)
 
     def configs(self) -> list[KernelConfig]:
         return list(self)
