@@ -48,10 +48,7 @@ class ReplayEvaluator:
         if problem not in self._cache:
             table: dict[tuple, Trial] = {}
             for config, row in problem_rows(self._df[self._df["timing"] != "replay"], problem):
-                table.setdefault(config_key(config), Trial(
-                    problem, config, str(row["status"]), ms=row["ms"], p20=row["ms_p20"], p80=row["ms_p80"],
-                    tflops=row["tflops"], rel_error=row["rel_error"], max_abs_diff=row["max_abs_diff"],
-                    timing=self.timing, error=row["error"], gpu_ms=row["gpu_ms"], note="replayed"))
+                table.setdefault(config_key(config), self._trial(problem, config, row, note="replayed"))
             self._cache[problem] = table
         return self._cache[problem]
 
@@ -84,9 +81,13 @@ class ReplayEvaluator:
         rows = to_records(self._df[problem_mask(self._df, problem) & (self._df["kernel"] == "torch")])
         if not rows:
             return None
-        r = rows[-1]
-        return Trial(problem, None, str(r["status"]), kernel="torch", ms=r["ms"], p20=r["ms_p20"], p80=r["ms_p80"],
-                     tflops=r["tflops"], timing=self.timing, error=r["error"], gpu_ms=r["gpu_ms"])
+        return self._trial(problem, None, rows[-1], kernel="torch")
+
+    def _trial(self, problem: Problem, config: KernelConfig | None, row: dict, **fields) -> Trial:
+        """The Trial a recorded history row stands for, labelled as replayed timing."""
+        return Trial(problem, config, str(row["status"]), ms=row["ms"], p20=row["ms_p20"], p80=row["ms_p80"],
+                     tflops=row["tflops"], rel_error=row["rel_error"], max_abs_diff=row["max_abs_diff"],
+                     timing=self.timing, error=row["error"], gpu_ms=row["gpu_ms"], **fields)
 
     def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
         table = self._trials(problem)
