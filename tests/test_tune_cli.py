@@ -170,3 +170,25 @@ def test_shapes_errors_are_one_line(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as err:
         read_shapes(bad)
     assert str(err.value).count("entry 1") == 1 and "bias must be true or false" in str(err.value)
+
+
+def test_loop_time_budget_is_for_the_whole_run(tmp_path, monkeypatch):
+    """--time-budget counts from the start of the run: each problem gets what is left of
+    it, once (a budget shrunk by the elapsed time twice stopped an H100 run after 86 s of 500)."""
+    import types
+
+    import autokernel.cli.tune as tune_cli
+    from conftest import synthetic_sweep
+
+    sweep = tmp_path / "sweep.csv"
+    synthetic_sweep(sweep, shapes=[(m, 4096, 4096) for m in (4096, 2048, 1024, 512)])
+    clock = iter(range(0, 1000, 30))  # every look at the clock: 30 s later
+    monkeypatch.setattr(tune_cli, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n4096,4096,4096\n2048,4096,4096\n1024,4096,4096\n512,4096,4096\n")
+    result = runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(shapes), "--strategy", "random",
+                                 "--seed", "0", "--max-trials", "2", "-n", "2", "--time-budget", "100", "--json"])
+    assert result.exit_code == 0, result.output
+    # looks at 30, 60, 90 s leave 70, 40, 10 s: three problems run; at 120 s none is left
+    assert [o["problem"]["m"] for o in json.loads(result.stdout)] == [4096, 2048, 1024]
+    assert "512x4096x4096" in result.stderr and "not tuned" in result.stderr

@@ -170,9 +170,10 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
                 for problem in problems:  # a problem the sweep lacks: one line now, not a traceback later
                     evaluator.space(problem)
         started = time.perf_counter()
+        budget = stop.time_budget_s if stop is not None else None  # for the whole run, not per problem
         for problem in problems:
-            if stop is not None and stop.time_budget_s is not None:
-                left = stop.time_budget_s - (time.perf_counter() - started)
+            if budget is not None:
+                left = budget - (time.perf_counter() - started)
                 if left <= 0:
                     warn(f"time budget spent: {problem.label()} and later problems not tuned")
                     break
