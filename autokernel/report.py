@@ -32,13 +32,15 @@ from autokernel.timing import gbps, tflops
 IMPLEMENTATIONS: dict[str, str] = {
     "triton": "Triton",
     "triton_tuned": "Triton (tuned file)",
+    "triton_default": "Triton (default config)",
     "cublas": "cuBLAS",
     "eager": "eager fused",
     "cublaslt": "cuBLASLt epilogue",
     "max_autotune": "torch.compile max-autotune",
 }
 """Implementation key -> column name, in column order. "triton": the config autokernel.matmul
-picks by itself; "triton_tuned": the config a best-config file gives (--tuned); "cublas":
+picks by itself; "triton_tuned": the config a best-config file gives (--tuned);
+"triton_default": default_config, where "triton" picked another (a tuned file's); "cublas":
 torch.matmul on a plain GEMM; "eager": torch addmm/matmul then the activation, on a problem
 with an epilogue; "cublaslt": torch._addmm_activation; "max_autotune": torch.compile of
 eager, max-autotune without CUDA graphs."""
@@ -423,7 +425,9 @@ def build_report(rows: list[dict], source: str, plot_paths: dict[str, str] | Non
            "a status instead of a number is a failed run (see Failures). Speedups are the baseline's time "
            "over Triton's (above 1: Triton is faster); the baseline is cuBLAS (`torch.matmul`) for plain "
            "GEMMs and eager fused (`torch.addmm` + the activation) where there is a bias or activation. "
-           "\"Triton\" is the config `autokernel.matmul` picks by itself. Roofline: Triton's throughput over "
+           "\"Triton\" is the config `autokernel.matmul` picks by itself (a tuned file's where one has the shape: "
+           "`autokernel/configs/`); \"Triton (default config)\", where present, is the built-in default beside it. "
+           "Roofline: Triton's throughput over "
            "the datasheet roofline of the GPU (`autokernel/roofline.py`).", ""]
 
     md += ["## Targets (issue 10)", ""]

@@ -6,7 +6,9 @@ file for `autokernel report`. Usage, on the GPU machine:
     autokernel report results/suite.jsonl                                   # docs/BENCHMARKS.md
 
 Per problem of each shapes file: Triton with the config autokernel.matmul picks by itself
-(api.resolve_config with no config), Triton with a best-config file's config (--tuned),
+(api.resolve_config with no config; a shipped or $AUTOKERNEL_CONFIG file's config where one
+applies, and then Triton with default_config beside it), Triton with a best-config file's
+config (--tuned),
 cuBLAS (torch.matmul) for a plain GEMM or eager fused (addmm + the activation) for one with
 an epilogue, cuBLASLt's fused epilogue where it has the activation, and torch.compile
 max-autotune (--compile, slow). Each is checked against a float32 reference, then timed
@@ -82,11 +84,20 @@ def implementations(problem, args, tuned_config, graph: dict) -> list[tuple[str,
 
     out = []
 
-    def triton():
-        config, source = matmul_config(problem)
-        return evaluate(problem, config, **graph), source
+    from autokernel.config import default_config
 
-    out.append(("triton", triton))
+    try:
+        config, source = matmul_config(problem)
+    except Exception as exc:  # a row with the error, as for any failing implementation
+        def fail(exc=exc):
+            raise exc
+        config, source = None, "default"
+        out.append(("triton", fail))
+    else:
+        out.append(("triton", lambda: (evaluate(problem, config, **graph), source)))
+    if source != "default":  # what the lookup's config gains over the default, side by side
+        default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+        out.append(("triton_default", lambda: (evaluate(problem, default, **graph), "default")))
     if tuned_config is not None:
         out.append(("triton_tuned", lambda: (evaluate(problem, tuned_config, **graph), "file")))
     out.append(("eager" if has_epilogue(problem) else "cublas", lambda: (evaluate_torch(problem, "torch", **graph), None)))

@@ -236,6 +236,32 @@ def test_benchmark_suite_interpreted_rows_and_report(tmp_path, monkeypatch, caps
     assert "runtime_error" in (tmp_path / "B.md").read_text()
 
 
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU test: kernels run under the interpreter")
+def test_benchmark_suite_times_the_default_beside_a_tuned_config(tmp_path, monkeypatch):
+    from autokernel import best
+    from autokernel.config import KernelConfig
+    from conftest import write_best
+
+    tuned = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
+    config_file = tmp_path / "best.json"
+    write_best(config_file, {"M": 32, "N": 16, "K": 32, "config": tuned.model_dump()})
+    monkeypatch.setenv(best.CONFIG_ENV, str(config_file))
+    best.clear_cache()
+    suite = tmp_path / "tiny.csv"
+    suite.write_text("M,N,K,dtype\n32,16,32,float16\n32,16,32,float32\n")
+    out = tmp_path / "out.jsonl"
+    try:
+        assert _suite_script().main([str(suite), "--out", str(out), "--interpret"]) == 0
+    finally:
+        best.clear_cache()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["dtype"], r["impl"], r["config_source"]) for r in rows] == [
+        ("float16", "triton", "lookup"), ("float16", "triton_default", "default"), ("float16", "cublas", None),
+        ("float32", "triton", "default"), ("float32", "cublas", None)]  # no fp32 entry: the default alone
+    assert rows[0]["config"] == tuned.model_dump() and rows[1]["config"] != rows[0]["config"]
+    assert all(r["status"] == "success" for r in rows)
+
+
 def test_shipped_suites_read():
     from autokernel.tuning.shapes import read_shapes
 
