@@ -348,6 +348,10 @@ def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LE
     if kernel == "torch":
         return eager
     if kernel == "torch_compile":
+        # Every problem recompiles ``eager`` (new dtype, shape or activation), and past
+        # dynamo's recompile limit (8 per function) it silently runs eagerly: a fresh cache
+        # per problem keeps the 9th problem of a suite compiled.
+        torch._dynamo.reset()
         # No CUDA graphs: replaying one copies every new input into the graph's static
         # buffers, which the timer's input rotation would then measure.
         return torch.compile(eager, mode="max-autotune-no-cudagraphs", dynamic=False)

@@ -136,3 +136,23 @@ def test_torch_baselines():
         assert trial.status == "success" and trial.kernel == kernel and trial.config is None and trial.ms == 2.0
     with pytest.raises(ValueError, match="cuBLASLt"):
         evaluate_torch(Problem(16, 24, 8, "float16", "silu", True), "cublaslt")
+
+
+def test_torch_compile_baseline_compiles_every_problem_of_a_suite(monkeypatch):
+    """Dynamo allows 8 recompiles of one function, then runs it eagerly without a word: a
+    suite's 9th max-autotune row would time eager torch. Each problem gets a fresh cache."""
+    from autokernel.evaluate import torch_function
+
+    compiled = []
+
+    def counting_backend(gm, example_inputs):
+        compiled.append(gm)
+        return gm.forward
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counting_backend, dynamic=False))
+    for m in range(1, 11):  # ten shapes: ten compiles of the same function
+        p = Problem(m, 8, 8, "float32")
+        a, b = torch.randn(m, 8), torch.randn(8, 8)
+        torch.testing.assert_close(torch_function(p, "torch_compile")(a, b, None), a @ b)
+    assert len(compiled) == 10
