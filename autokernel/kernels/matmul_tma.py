@@ -31,6 +31,30 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @triton.jit
+def _store_tile(
+    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
+    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
+    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``."""
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    if HAS_BIAS:
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    if STORE_Z:
+        # The pre-activation Z for backward, by plain stores: a second TMA store
+        # would need a second C-sized tile of shared memory.
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
+        z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
+    acc = apply_activation(acc, slope, ACTIVATION)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
 def _matmul_tma_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,
@@ -47,6 +71,8 @@ def _matmul_tma_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr,
 ):
     # A transposed view is described over its row-major storage and read as [K, M].
     if A_TRANS:
@@ -57,10 +83,15 @@ def _matmul_tma_kernel(
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
     else:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N])
+    # The store goes through a staging buffer of the descriptor's block: one column slice.
+    SUB_N: tl.constexpr = BLOCK_N // EPILOGUE_SUBTILE
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+    # warp_specialize: Triton splits the loop body into a TMA-load partition and an
+    # MMA + epilogue partition (the interpreter ignores it). flatten=True is not
+    # supported on Hopper.
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -80,20 +111,17 @@ def _matmul_tma_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        if HAS_BIAS:
-            # Any bias stride (a column of a matrix, a slice); int64: it may be large.
-            bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-            acc = acc + bias[None, :]
-        if STORE_Z:
-            # The pre-activation Z for backward, by plain stores: a second TMA store
-            # would need a second C-sized tile of shared memory.
-            offs_m = off_m + tl.arange(0, BLOCK_M)
-            z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
-            z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-            tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
-        acc = apply_activation(acc, slope, ACTIVATION)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        if EPILOGUE_SUBTILE == 2:
+            # [BM, BN] -> [BM, 2, BN/2] -> [BM, BN/2, 2]: split gives the left and right halves.
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
+            left, right = tl.split(halves)
+            _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+            _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_zm, stride_zn,
+                        stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+        else:
+            _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -197,6 +225,8 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             BLOCK_K=bk,
             GROUP_M=config.group_m,
             NUM_SMS=num_sms,
+            WARP_SPECIALIZE=config.warp_specialize,
+            EPILOGUE_SUBTILE=config.epilogue_subtile,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
