@@ -41,12 +41,15 @@ class KernelConfig(BaseModel):
     each writes its fp32 partial tile to a workspace and a second kernel sums them and
     applies the epilogue (kernels/splitk.py): more programs for skinny or long-K shapes.
     Split-K runs on pointer loads whatever the variant: the TMA kernel has no split-K.
-    warp_specialize, epilogue_subtile: options of the TMA kernel (kernels/matmul_tma.py),
-    so a "grouped" config has neither; where "auto" or "tma" falls back to the pointer
-    kernel they do nothing. warp_specialize: Triton's automatic warp specialization of the
-    persistent tile loop (producer warps issue the TMA loads, consumer warps the MMAs and
-    the epilogue). epilogue_subtile: store each output tile in this many column slices,
-    so the TMA store's staging buffer is that many times smaller (room for more stages).
+    warp_specialize, epilogue_subtile, flatten: options of the TMA kernel
+    (kernels/matmul_tma.py), so a "grouped" config has none; where "auto" or "tma" falls
+    back to the pointer kernel they do nothing. warp_specialize: Triton's automatic warp
+    specialization of the persistent tile loop (a producer warpgroup issues the TMA loads,
+    two consumer warpgroups of num_warps warps each run the MMAs and the epilogue).
+    epilogue_subtile: store each output tile in this many column slices, so the TMA
+    store's staging buffer is that many times smaller (room for more stages). flatten:
+    Triton fuses the tile loop and the K loop into one software-pipelined loop, so the
+    next tile's loads are in flight during this tile's epilogue.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +64,7 @@ class KernelConfig(BaseModel):
     split_k: int = 1
     warp_specialize: bool = False
     epilogue_subtile: int = 1
+    flatten: bool = False
 
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
@@ -109,9 +113,9 @@ class KernelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_tma_options(self) -> "KernelConfig":
-        if self.variant == "grouped" and (self.warp_specialize or self.epilogue_subtile > 1):
-            raise ValueError("warp_specialize and epilogue_subtile are options of the TMA kernel: "
-                             "variant grouped has neither")
+        if self.variant == "grouped" and self.tma_options():
+            raise ValueError("warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
+                             "variant grouped has none of them")
         return self
 
     @model_validator(mode="after")
@@ -122,6 +126,10 @@ class KernelConfig(BaseModel):
                 f"tile {self.block_m}x{self.block_n} is too small for {self.num_warps} warps"
             )
         return self
+
+    def tma_options(self) -> bool:
+        """Whether any option of the TMA kernel differs from its default."""
+        return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten
 
     def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
         """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
@@ -148,7 +156,7 @@ class KernelConfig(BaseModel):
 
     def short(self) -> str:
         """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
-        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2)."""
+        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten)."""
         label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
         if self.variant != "auto":
             label += f" {self.variant}"
@@ -158,6 +166,8 @@ class KernelConfig(BaseModel):
             label += " ws"
         if self.epilogue_subtile > 1:
             label += f" st{self.epilogue_subtile}"
+        if self.flatten:
+            label += " fl"
         return label
 
     def to_json(self) -> str:

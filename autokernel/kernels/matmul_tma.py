@@ -8,6 +8,11 @@ each tile in shared memory in the layout the tensor cores read, pads the K tail 
 so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
 descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
 
+Three KernelConfig options shape the loop and the epilogue (docs/kernel-notes.md has what
+each did on the H100): ``warp_specialize`` (Triton's Hopper warp specialization of the
+tile loop), ``epilogue_subtile`` (the tile stored in column halves through a half-size
+staging buffer) and ``flatten`` (the tile and K loops fused into one pipelined loop).
+
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
 falls back to the pointer kernel. The device-made descriptors live in a small global
@@ -73,6 +78,7 @@ def _matmul_tma_kernel(
     NUM_SMS: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr,
+    FLATTEN: tl.constexpr,
 ):
     # A transposed view is described over its row-major storage and read as [K, M].
     if A_TRANS:
@@ -88,10 +94,12 @@ def _matmul_tma_kernel(
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    # warp_specialize: Triton splits the loop body into a TMA-load partition and an
-    # MMA + epilogue partition (the interpreter ignores it). flatten=True is not
-    # supported on Hopper.
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, warp_specialize=WARP_SPECIALIZE):
+    # WARP_SPECIALIZE: a producer warpgroup issues the TMA loads, two consumer warpgroups
+    # share the tile's MMAs and epilogue (Triton 3.6 does this at num_warps=4 only, and
+    # fails to compile it with the subtiled epilogue). FLATTEN: the tile and K loops are
+    # fused into one pipelined loop (not with WARP_SPECIALIZE on Hopper). The interpreter
+    # ignores both.
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -227,6 +235,7 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             NUM_SMS=num_sms,
             WARP_SPECIALIZE=config.warp_specialize,
             EPILOGUE_SUBTILE=config.epilogue_subtile,
+            FLATTEN=config.flatten,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,

@@ -27,6 +27,7 @@ GPU_CHOICES: dict[str, tuple] = {
     "split_k": (1, 2, 4, 8),
     "warp_specialize": (False, True),
     "epilogue_subtile": (1, 2),
+    "flatten": (False, True),
 }
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
@@ -45,9 +46,10 @@ INTERPRETER_CHOICES: dict[str, tuple] = {
     "num_stages": (1, 2),
     "variant": ("grouped",),
     "split_k": (1, 2),
-    # The interpreter ignores warp specialization; the space tries no TMA kernel there.
+    # The interpreter ignores warp specialization and flattening; the space tries no TMA kernel there.
     "warp_specialize": (False,),
     "epilogue_subtile": (1,),
+    "flatten": (False,),
 }
 
 PARAMS = tuple(GPU_CHOICES)
@@ -169,20 +171,28 @@ def build_config(values: dict[str, Any]) -> KernelConfig | None:
     refuse it — checked first without pydantic, since strategies build thousands."""
     if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
         return None  # the warps-vs-tile rule
-    if values["variant"] == "grouped" and (values["warp_specialize"] or values["epilogue_subtile"] > 1):
-        return None  # the grouped kernel has neither TMA option
+    if values["variant"] == "grouped" and (values["warp_specialize"] or values["epilogue_subtile"] > 1
+                                           or values["flatten"]):
+        return None  # the grouped kernel has none of the TMA options
     return KernelConfig(**values)
 
 
 def _why_not_tma_option(config: KernelConfig) -> str | None:
-    """Why config's warp_specialize / epilogue_subtile is impossible or has no effect, or None."""
-    if not (config.warp_specialize or config.epilogue_subtile > 1):
+    """Why config's warp_specialize / epilogue_subtile / flatten is impossible or has no
+    effect, or None (what Triton 3.6 did on the H100: docs/kernel-notes.md)."""
+    if not config.tma_options():
         return None
     if config.variant != "tma":
-        return "warp_specialize and epilogue_subtile are options of the TMA kernel: pair them with variant tma"
-    if config.warp_specialize and config.num_warps != _WS_NUM_WARPS:
+        return "warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: pair them with variant tma"
+    if not config.warp_specialize:
+        return None
+    if config.num_warps != _WS_NUM_WARPS:
         return (f"warp_specialize takes num_warps={_WS_NUM_WARPS} (per consumer warpgroup); Triton builds "
                 f"num_warps={config.num_warps} without it, the same kernel as warp_specialize=False")
+    if config.epilogue_subtile > 1:
+        return "warp_specialize with epilogue_subtile fails to compile (Triton 3.6's Hopper warp specialization)"
+    if config.flatten:
+        return "warp_specialize with flatten: Triton does not warp-specialize a flattened loop on Hopper"
     return None
 
 

@@ -121,10 +121,12 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
             f"- shared memory: num_stages * (block_m*block_k + block_k*block_n) * {elem} bytes, plus "
             f"block_m*block_n*{elem} / epilogue_subtile bytes unless variant is \"grouped\", "
             f"must be <= {space.smem_limit}")
-    if any(v != 1 for v in space.choices["epilogue_subtile"]) or True in space.choices["warp_specialize"]:
-        lines.append("- warp_specialize true or epilogue_subtile 2 only with variant \"tma\"; warp_specialize "
-                     f"only with num_warps {_WS_NUM_WARPS} (the tile is then split over {_WS_CONSUMER_GROUPS} consumer "
-                     "warpgroups of num_warps warps each, beside a producer warpgroup)")
+    if (any(v != 1 for v in space.choices["epilogue_subtile"]) or True in space.choices["warp_specialize"]
+            or True in space.choices["flatten"]):
+        lines.append("- warp_specialize true, epilogue_subtile 2 or flatten true only with variant \"tma\"; "
+                     f"warp_specialize only with num_warps {_WS_NUM_WARPS} (the tile is then split over "
+                     f"{_WS_CONSUMER_GROUPS} consumer warpgroups of num_warps warps each, beside a producer warpgroup), "
+                     "and neither with epilogue_subtile 2 nor with flatten")
     if space.gpu:
         lines.append(f"- block_m * block_n / (32 * num_warps * ({_WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
                      f"<= {_MAX_ACC_REGS} (fp32 accumulator registers per thread; beyond it the kernel spills)")
