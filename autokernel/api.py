@@ -409,8 +409,7 @@ def _config_str(config) -> str | None:
         return None
     if not isinstance(config, KernelConfig):
         raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
-    return (f"{config.block_m},{config.block_n},{config.block_k},{config.group_m},"
-            f"{config.num_warps},{config.num_stages},{config.split_k},{config.variant}")
+    return config.to_json()  # every field, whatever fields KernelConfig grows
 
 
 def _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config):

@@ -17,6 +17,7 @@ _GROUP_RANGE = (1, 64)
 _WARPS = (1, 2, 4, 8, 16)
 _STAGES_RANGE = (1, 8)
 _SPLIT_K = (1, 2, 4, 8, 16)
+_EPILOGUE_SUBTILES = (1, 2)
 
 
 def _is_pow2(x: int) -> bool:
@@ -40,6 +41,15 @@ class KernelConfig(BaseModel):
     each writes its fp32 partial tile to a workspace and a second kernel sums them and
     applies the epilogue (kernels/splitk.py): more programs for skinny or long-K shapes.
     Split-K runs on pointer loads whatever the variant: the TMA kernel has no split-K.
+    warp_specialize, epilogue_subtile, flatten: options of the TMA kernel
+    (kernels/matmul_tma.py), so a "grouped" config has none; where "auto" or "tma" falls
+    back to the pointer kernel they do nothing. warp_specialize: Triton's automatic warp
+    specialization of the persistent tile loop (a producer warpgroup issues the TMA loads,
+    two consumer warpgroups of num_warps warps each run the MMAs and the epilogue).
+    epilogue_subtile: store each output tile in this many column slices, so the TMA
+    store's staging buffer is that many times smaller (room for more stages). flatten:
+    Triton fuses the tile loop and the K loop into one software-pipelined loop, so the
+    next tile's loads are in flight during this tile's epilogue.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,6 +62,9 @@ class KernelConfig(BaseModel):
     num_stages: int = 3
     variant: Literal["auto", "grouped", "tma"] = "auto"
     split_k: int = 1
+    warp_specialize: bool = False
+    epilogue_subtile: int = 1
+    flatten: bool = False
 
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
@@ -91,6 +104,20 @@ class KernelConfig(BaseModel):
             raise ValueError(f"must be one of {_SPLIT_K}, got {v}")
         return v
 
+    @field_validator("epilogue_subtile")
+    @classmethod
+    def _check_epilogue_subtile(cls, v: int) -> int:
+        if v not in _EPILOGUE_SUBTILES:
+            raise ValueError(f"must be one of {_EPILOGUE_SUBTILES}, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_tma_options(self) -> "KernelConfig":
+        if self.variant == "grouped" and self.tma_options():
+            raise ValueError("warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
+                             "variant grouped has none of them")
+        return self
+
     @model_validator(mode="after")
     def _check_tile_vs_warps(self) -> "KernelConfig":
         # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
@@ -100,13 +127,18 @@ class KernelConfig(BaseModel):
             )
         return self
 
+    def tma_options(self) -> bool:
+        """Whether any option of the TMA kernel differs from its default."""
+        return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten
+
     def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
         """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
-        the C tile the TMA store goes through when the variant may be tma."""
+        the slice of the C tile the TMA store goes through (1/epilogue_subtile of it)
+        when the variant may be tma."""
         elem = dtype.itemsize
         total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
         if self.variant != "grouped" and self.split_k == 1:
-            total += self.block_m * self.block_n * elem
+            total += self.block_m * self.block_n * elem // self.epilogue_subtile
         return total
 
     def check_fits(self, dtype: torch.dtype = torch.float16, limit: int | None = None) -> None:
@@ -124,11 +156,19 @@ class KernelConfig(BaseModel):
 
     def short(self) -> str:
         """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
-        and k4 for split_k=4)."""
+        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten)."""
         label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
         if self.variant != "auto":
             label += f" {self.variant}"
-        return label if self.split_k == 1 else f"{label} k{self.split_k}"
+        if self.split_k > 1:
+            label += f" k{self.split_k}"
+        if self.warp_specialize:
+            label += " ws"
+        if self.epilogue_subtile > 1:
+            label += f" st{self.epilogue_subtile}"
+        if self.flatten:
+            label += " fl"
+        return label
 
     def to_json(self) -> str:
         return self.model_dump_json()

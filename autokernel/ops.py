@@ -5,7 +5,7 @@ backward; fake (meta) implementations give their output shapes to the tracer, an
 ``register_autograd`` ties them together, so dynamo and AOTAutograd see two opaque ops
 (no graph break) and ``mode="reduce-overhead"`` can capture them in CUDA graphs.
 Eager calls don't come here: ``api.linear`` calls the kernels directly, without the
-dispatcher's per-call cost. Configs arrive as strings (``api._config_str``): an op's
+dispatcher's per-call cost. Configs arrive as JSON strings (``api._config_str``): an op's
 schema has no KernelConfig type.
 """
 
@@ -18,15 +18,10 @@ import torch
 from autokernel.autograd import linear_backward, linear_forward, saves_output, stores_preactivation
 from autokernel.config import KernelConfig
 
-_FIELDS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k")
-
 
 @functools.lru_cache(maxsize=256)
 def _config(text: str | None) -> KernelConfig | None:
-    if text is None:
-        return None
-    *numbers, variant = text.split(",")
-    return KernelConfig(**dict(zip(_FIELDS, map(int, numbers))), variant=variant)
+    return None if text is None else KernelConfig.model_validate_json(text)
 
 
 def _none_as_empty(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:

@@ -44,12 +44,22 @@ def matmul_variants():
 
 
 def matmul_tma_variants():
-    """The Hopper TMA kernel, each operand layout."""
+    """The Hopper TMA kernel: each operand layout, then warp specialization, the subtiled
+    epilogue and the flattened loops (with bias, Z and activations), each as the tuner's
+    space allows them (tuning/space.py: no warp specialization beside the others)."""
     from autokernel.kernels.matmul_tma import _matmul_tma_kernel
 
     bm, bn, bk = 128, 256, 64
-    for dtype, act, a_trans, b_trans in [("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
-                                         ("float16", "none", False, False), ("bfloat16", "relu", True, True)]:
+    plain = [(dtype, act, a_trans, b_trans, False, 1, False, 8, 3) for dtype, act, a_trans, b_trans in [
+        ("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
+        ("float16", "none", False, False), ("bfloat16", "relu", True, True)]]
+    options = [("float16", "none", False, False, True, 1, False, 4, 3),
+               ("bfloat16", "gelu_tanh", False, True, True, 1, False, 4, 3),
+               ("float16", "none", False, False, False, 2, False, 8, 4),
+               ("bfloat16", "leaky_relu", True, True, False, 2, False, 8, 4),
+               ("float16", "none", False, False, False, 1, True, 8, 3),
+               ("bfloat16", "silu", False, True, False, 2, True, 8, 3)]
+    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options:
         t = _TYPES[dtype]
         sig = {
             "a_ptr": "*" + t, "b_ptr": "*" + t, "c_ptr": "*" + t,
@@ -58,10 +68,12 @@ def matmul_tma_variants():
             "stride_bias": "i32", "slope": "fp32",
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
-                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132)
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132, WARP_SPECIALIZE=ws,
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
         sig.update({name: "constexpr" for name in consts})
-        yield f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans}", _matmul_tma_kernel, sig, consts, {
-            "num_warps": 8, "num_stages": 3}
+        name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
+                f"flatten={flatten} w{warps} s{stages}")
+        yield name, _matmul_tma_kernel, sig, consts, {"num_warps": warps, "num_stages": stages}
 
 
 def splitk_variants():

@@ -70,6 +70,16 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / denom if denom > 0 else diff
 
 
+def inputs(m, n, k, dtype, device, layout="nn", seed=0):
+    """(A, B, bias) of an M x N x K problem in ``layout`` ("t": a transposed view), A scaled
+    by 1/sqrt(K) so errors don't grow with K."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    bias = torch.randn(n, generator=g)
+    return (a / max(k, 1) ** 0.5).to(device, dtype), b.to(device, dtype), bias.to(device, dtype)
+
+
 # --- a recorded sweep for the tuner's tests (tests/test_tuning.py, test_tune_cli.py) ----------
 
 H100_SMEM = 232448

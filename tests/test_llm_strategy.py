@@ -349,8 +349,10 @@ def test_the_prompt_states_a_gpu_space_rules_and_a_replayed_sweep():
                         allowed=frozenset(config_key(c) for c in sweep))
     prompt = user_prompt(space, [Observation(sweep[0], "success", 1.0)], 2, Device.current(space))
     assert "shared memory per program: 232448 bytes" in prompt
-    assert "* 2 bytes, plus block_m*block_n*2 bytes unless variant is \"grouped\", must be <= 232448" in prompt
-    assert "block_m * block_n / (32 * num_warps) <= 128" in prompt and "block_m >= 64" in prompt
+    assert ("* 2 bytes, plus block_m*block_n*2 / epilogue_subtile bytes unless variant is \"grouped\", "
+            "must be <= 232448") in prompt
+    assert "block_m * block_n / (32 * num_warps * (2 if warp_specialize else 1)) <= 128" in prompt
+    assert "block_m >= 64" in prompt and "warp_specialize only with num_warps 4" in prompt
     assert "Only these 4 untried configs can be measured" in prompt
     listed = prompt.split("can be measured")[1]
     assert all(json.dumps(c.model_dump(), separators=(",", ":")) in listed for c in sweep[1:])

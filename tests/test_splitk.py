@@ -14,7 +14,7 @@ from autokernel.kernels.splitk import SplitKLaunch
 from autokernel.problem import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 
-from conftest import FP32_TOL, rel_error
+from conftest import FP32_TOL, inputs, rel_error
 
 ACTS = ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
 TOL = {torch.float16: 1e-2, torch.bfloat16: 1.5e-2, torch.float32: FP32_TOL}
@@ -23,14 +23,6 @@ TOL = {torch.float16: 1e-2, torch.bfloat16: 1.5e-2, torch.float32: FP32_TOL}
 def cfg(split_k: int, variant: str = "grouped", bk: int = 16) -> KernelConfig:
     return KernelConfig(block_m=16, block_n=16, block_k=bk, group_m=1, num_warps=1, num_stages=1,
                         variant=variant, split_k=split_k)
-
-
-def inputs(m, n, k, dtype, device, layout="nn", seed=0):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
-    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
-    bias = torch.randn(n, generator=g)
-    return (a / max(k, 1) ** 0.5).to(device, dtype), b.to(device, dtype), bias.to(device, dtype)
 
 
 @pytest.mark.parametrize("variant", ["grouped", "auto", "tma"])

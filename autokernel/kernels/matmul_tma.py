@@ -8,6 +8,11 @@ each tile in shared memory in the layout the tensor cores read, pads the K tail 
 so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
 descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
 
+Three KernelConfig options shape the loop and the epilogue (docs/kernel-notes.md has what
+each did on the H100): ``warp_specialize`` (Triton's Hopper warp specialization of the
+tile loop), ``epilogue_subtile`` (the tile stored in column halves through a half-size
+staging buffer) and ``flatten`` (the tile and K loops fused into one pipelined loop).
+
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
 falls back to the pointer kernel. The device-made descriptors live in a small global
@@ -31,6 +36,30 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @triton.jit
+def _store_tile(
+    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
+    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
+    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``."""
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    if HAS_BIAS:
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    if STORE_Z:
+        # The pre-activation Z for backward, by plain stores: a second TMA store
+        # would need a second C-sized tile of shared memory.
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
+        z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
+    acc = apply_activation(acc, slope, ACTIVATION)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
 def _matmul_tma_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,
@@ -47,6 +76,9 @@ def _matmul_tma_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr,
+    FLATTEN: tl.constexpr,
 ):
     # A transposed view is described over its row-major storage and read as [K, M].
     if A_TRANS:
@@ -57,10 +89,17 @@ def _matmul_tma_kernel(
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
     else:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N])
+    # The store goes through a staging buffer of the descriptor's block: one column slice.
+    SUB_N: tl.constexpr = BLOCK_N // EPILOGUE_SUBTILE
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N])
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+    # WARP_SPECIALIZE: a producer warpgroup issues the TMA loads, two consumer warpgroups
+    # share the tile's MMAs and epilogue (Triton 3.6 does this at num_warps=4 only, and
+    # fails to compile it with the subtiled epilogue). FLATTEN: the tile and K loops are
+    # fused into one pipelined loop (not with WARP_SPECIALIZE on Hopper). The interpreter
+    # ignores both.
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -80,20 +119,17 @@ def _matmul_tma_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        if HAS_BIAS:
-            # Any bias stride (a column of a matrix, a slice); int64: it may be large.
-            bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-            acc = acc + bias[None, :]
-        if STORE_Z:
-            # The pre-activation Z for backward, by plain stores: a second TMA store
-            # would need a second C-sized tile of shared memory.
-            offs_m = off_m + tl.arange(0, BLOCK_M)
-            z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
-            z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-            tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
-        acc = apply_activation(acc, slope, ACTIVATION)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        if EPILOGUE_SUBTILE == 2:
+            # [BM, BN] -> [BM, 2, BN/2] -> [BM, BN/2, 2]: split gives the left and right halves.
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
+            left, right = tl.split(halves)
+            _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+            _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_zm, stride_zn,
+                        stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+        else:
+            _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -197,6 +233,9 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             BLOCK_K=bk,
             GROUP_M=config.group_m,
             NUM_SMS=num_sms,
+            WARP_SPECIALIZE=config.warp_specialize,
+            EPILOGUE_SUBTILE=config.epilogue_subtile,
+            FLATTEN=config.flatten,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,

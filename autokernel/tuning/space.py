@@ -25,9 +25,14 @@ GPU_CHOICES: dict[str, tuple] = {
     "num_stages": (3, 4, 5),
     "variant": ("grouped", "tma"),
     "split_k": (1, 2, 4, 8),
+    "warp_specialize": (False, True),
+    "epilogue_subtile": (1, 2),
+    "flatten": (False, True),
 }
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
+_WS_NUM_WARPS = 4  # Hopper warp specialization happens at num_warps=4 only (docs/kernel-notes.md)...
+_WS_CONSUMER_GROUPS = 2  # ...and then splits the tile over two consumer warpgroups beside a producer
 _SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
 _LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
 
@@ -41,6 +46,10 @@ INTERPRETER_CHOICES: dict[str, tuple] = {
     "num_stages": (1, 2),
     "variant": ("grouped",),
     "split_k": (1, 2),
+    # The interpreter ignores warp specialization and flattening; the space tries no TMA kernel there.
+    "warp_specialize": (False,),
+    "epilogue_subtile": (1,),
+    "flatten": (False,),
 }
 
 PARAMS = tuple(GPU_CHOICES)
@@ -94,13 +103,18 @@ class SearchSpace:
             why = _why_not_split(config, p)
             if why:
                 return why
+        why = _why_not_tma_option(config)
+        if why:
+            return why
         if self.smem_limit is not None:
             need = config.shared_memory_bytes(p.torch_dtype)
             if need > self.smem_limit:
                 return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
-        acc_regs = config.block_m * config.block_n // (32 * config.num_warps)
+        consumers = config.num_warps * (_WS_CONSUMER_GROUPS if config.warp_specialize else 1)
+        acc_regs = config.block_m * config.block_n // (32 * consumers)
         if self.gpu and acc_regs > _MAX_ACC_REGS:
-            return f"a {config.block_m}x{config.block_n} tile on {config.num_warps} warps needs {acc_regs} accumulator registers per thread"
+            return (f"a {config.block_m}x{config.block_n} tile on {consumers} {'consumer ' if config.warp_specialize else ''}"
+                    f"warps needs {acc_regs} accumulator registers per thread")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
             floor = min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))
             if self.gpu and getattr(config, dim) < floor:
@@ -140,11 +154,8 @@ class SearchSpace:
         # random and grid strategies walk it at every proposal.
         out = []
         for values in itertools.product(*(self.choices[name] for name in PARAMS)):
-            params = dict(zip(PARAMS, values))
-            if params["block_m"] * params["block_n"] < params["num_warps"] * 256:
-                continue  # KernelConfig's own warps-vs-tile rule, checked without pydantic
-            config = KernelConfig(**params)
-            if self.why_invalid(config) is None:
+            config = build_config(dict(zip(PARAMS, values)))
+            if config is not None and self.why_invalid(config) is None:
                 out.append(config)
         return tuple(out)
 
@@ -153,6 +164,36 @@ class SearchSpace:
 
     def size(self) -> int:
         return sum(1 for _ in self)
+
+
+def build_config(values: dict[str, Any]) -> KernelConfig | None:
+    """KernelConfig(**values), or None where KernelConfig's own cross-field rules would
+    refuse it — checked first without pydantic, since strategies build thousands."""
+    if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
+        return None  # the warps-vs-tile rule
+    if values["variant"] == "grouped" and (values["warp_specialize"] or values["epilogue_subtile"] > 1
+                                           or values["flatten"]):
+        return None  # the grouped kernel has none of the TMA options
+    return KernelConfig(**values)
+
+
+def _why_not_tma_option(config: KernelConfig) -> str | None:
+    """Why config's warp_specialize / epilogue_subtile / flatten is impossible or has no
+    effect, or None (what Triton 3.6 did on the H100: docs/kernel-notes.md)."""
+    if not config.tma_options():
+        return None
+    if config.variant != "tma":
+        return "warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: pair them with variant tma"
+    if not config.warp_specialize:
+        return None
+    if config.num_warps != _WS_NUM_WARPS:
+        return (f"warp_specialize takes num_warps={_WS_NUM_WARPS} (per consumer warpgroup); Triton builds "
+                f"num_warps={config.num_warps} without it, the same kernel as warp_specialize=False")
+    if config.epilogue_subtile > 1:
+        return "warp_specialize with epilogue_subtile fails to compile (Triton 3.6's Hopper warp specialization)"
+    if config.flatten:
+        return "warp_specialize with flatten: Triton does not warp-specialize a flattened loop on Hopper"
+    return None
 
 
 def _why_not_split(config: KernelConfig, p: Problem) -> str | None:

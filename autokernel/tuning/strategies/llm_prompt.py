@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from autokernel import runtime
 from autokernel.config import KernelConfig
-from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2, config_key
+from autokernel.tuning.space import (
+    _MAX_ACC_REGS, _MIN_USEFUL_TILE, _WS_CONSUMER_GROUPS, _WS_NUM_WARPS, PARAMS, SearchSpace, _next_pow2, config_key,
+)
 from autokernel.tuning.strategies.base import Observation
 
 TOP_TRIALS = 10
@@ -117,10 +119,17 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
     if space.smem_limit is not None:
         lines.append(
             f"- shared memory: num_stages * (block_m*block_k + block_k*block_n) * {elem} bytes, plus "
-            f"block_m*block_n*{elem} bytes unless variant is \"grouped\", must be <= {space.smem_limit}")
+            f"block_m*block_n*{elem} / epilogue_subtile bytes unless variant is \"grouped\", "
+            f"must be <= {space.smem_limit}")
+    if (any(v != 1 for v in space.choices["epilogue_subtile"]) or True in space.choices["warp_specialize"]
+            or True in space.choices["flatten"]):
+        lines.append("- warp_specialize true, epilogue_subtile 2 or flatten true only with variant \"tma\"; "
+                     f"warp_specialize only with num_warps {_WS_NUM_WARPS} (the tile is then split over "
+                     f"{_WS_CONSUMER_GROUPS} consumer warpgroups of num_warps warps each, beside a producer warpgroup), "
+                     "and neither with epilogue_subtile 2 nor with flatten")
     if space.gpu:
-        lines.append(f"- block_m * block_n / (32 * num_warps) <= {_MAX_ACC_REGS} "
-                     "(fp32 accumulator registers per thread; beyond it the kernel spills)")
+        lines.append(f"- block_m * block_n / (32 * num_warps * ({_WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
+                     f"<= {_MAX_ACC_REGS} (fp32 accumulator registers per thread; beyond it the kernel spills)")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
             lines.append(f"- {dim} >= {min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))} "
                          f"(thinner tiles only pay where the problem is that thin)")

@@ -7,7 +7,7 @@ import random
 from typing import Sequence
 
 from autokernel.config import KernelConfig
-from autokernel.tuning.space import PARAMS, SearchSpace, config_key
+from autokernel.tuning.space import PARAMS, SearchSpace, build_config, config_key
 from autokernel.tuning.strategies.base import Observation, tried_keys
 
 _ASKS_PER_PROPOSAL = 40  # TPE re-suggests in discrete spaces: ask this often before filling at random
@@ -62,10 +62,8 @@ class OptunaStrategy:
                 return None
 
         def config_of(params: dict) -> KernelConfig | None:
-            values = {name: params[name] if name == "variant" else space.choices[name][params[name]] for name in PARAMS}
-            if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
-                return None  # KernelConfig's warps-vs-tile rule
-            return KernelConfig(**values)
+            return build_config({name: params[name] if name == "variant" else space.choices[name][params[name]]
+                                 for name in PARAMS})
 
         logs = [math.log(o.ms) for o in history if o.ok and o.ms > 0]
         penalty = (max(logs) if logs else 0.0) + 1.0  # e times slower than the slowest success
@@ -123,11 +121,8 @@ def neighbours(space: SearchSpace, config: KernelConfig) -> list[KernelConfig]:
         steps = [c for c in choices if c != value] if name == "variant" else \
             [choices[j] for j in (i - 1, i + 1) if 0 <= j < len(choices)]
         for v in steps:
-            values = {p: getattr(config, p) for p in PARAMS} | {name: v}
-            if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
-                continue
-            candidate = KernelConfig(**values)
-            if space.contains(candidate):
+            candidate = build_config({p: getattr(config, p) for p in PARAMS} | {name: v})
+            if candidate is not None and space.contains(candidate):
                 out.append(candidate)
     return out
 
