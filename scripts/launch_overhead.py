@@ -10,7 +10,11 @@
 5. torch.compile: graph breaks, and eager / compiled / reduce-overhead per call for a
    two-layer model on autokernel layers and its torch twin.
 Run on the device: source scripts/device_env.sh; python3 scripts/launch_overhead.py
+[--sections correctness,host,shapes,training,compile]. To compare two versions side by side
+in one machine session, run it once per version with that version's package first on
+PYTHONPATH (rows that need the newer code print "n/a" under the older).
 """
+import argparse
 import os
 import time
 import traceback
@@ -101,6 +105,37 @@ def section_correctness():
                 print(f"[check] {variant:8s} {m}x{n}x{k} {str(dtype)[6:]:9s} rel_err {max(errs):.2e} "
                       f"cached==jit {same} {'OK' if ok else 'FAIL'}", flush=True)
                 assert ok
+    paths = sorted({_replay_path(p.launch) for p in api._PLANS.values() if hasattr(p, "launch") and p.launch})
+    print(f"[check] replay path of the cached launches: {', '.join(paths)}", flush=True)
+    _check_backward_replay()
+
+
+def _replay_path(launch) -> str:
+    if not hasattr(launch, "direct"):
+        return "n/a (no direct path in this version)" if hasattr(launch, "compiled") else type(launch).__name__
+    return "direct C launch" if launch.direct is not None else "CompiledKernel.run"
+
+
+def _check_backward_replay():
+    # dX, dW, db of one step: the first through the JIT, the next replayed, on the same
+    # inputs: bit-identical, and right against fp32 torch.
+    from autokernel.autograd import LinearFunction  # noqa: F401 (the path under test)
+
+    for dtype in (torch.float16, torch.bfloat16):
+        x = (torch.randn(200, 136, device=DEV, dtype=dtype) / 136 ** 0.5).requires_grad_()
+        w = torch.randn(328, 136, device=DEV, dtype=dtype, requires_grad=True)
+        b = torch.randn(328, device=DEV, dtype=dtype, requires_grad=True)
+        g = torch.randn(200, 328, device=DEV, dtype=dtype)
+        api.clear_launch_cache()
+        runs = [torch.autograd.grad(ak.linear(x, w, b, "gelu"), (x, w, b), g) for _ in range(3)]
+        same = all(torch.equal(a_, b_) for r in runs[1:] for a_, b_ in zip(runs[0], r))
+        xf, wf, bf = (t.detach().float().requires_grad_() for t in (x, w, b))
+        want = torch.autograd.grad(F.gelu(F.linear(xf, wf, bf)), (xf, wf, bf), g.float())
+        err = max(rel(a_, b_) for a_, b_ in zip(runs[-1], want))
+        ok = same and err < 1e-2
+        print(f"[check] backward 200x328x136 {str(dtype)[6:]:9s} rel_err {err:.2e} replayed==jit {same} "
+              f"{'OK' if ok else 'FAIL'}", flush=True)
+        assert ok
 
 
 def section_host_256():
@@ -120,14 +155,30 @@ def section_host_256():
         "autokernel.matmul grouped bias gelu out=": lambda: ak.matmul(a, w.t(), b, "gelu", config=grouped, out=out),
         "autokernel.linear bias gelu (no grad)": lambda: ak.linear(a, w, b, "gelu"),
     }
-    plan = api.gemm_plan(a, w.t(), None, "none", 0.01, cfg("grouped"))
-    rows["cached plan: launch only (no alloc)"] = lambda: plan.fire(a, w.t(), out, None, None)
+    for variant in ("grouped", "tma"):
+        plan = api.gemm_plan(a, w.t(), None, "none", 0.01, cfg(variant))
+        plan.fire(a, w.t(), out, None, None)  # compiles; later calls replay
+        rows[f"cached plan {variant}: launch only (no alloc)"] = (
+            lambda p=plan: p.fire(a, w.t(), out, None, None))
+        if getattr(plan.launch, "direct", None) is not None:
+            jit_run = api.GemmPlan(plan.shape, plan.dtype, plan.device, False, _without_direct(plan.launch))
+            rows[f"cached plan {variant}: launch only, via CompiledKernel.run"] = (
+                lambda p=jit_run: p.fire(a, w.t(), out, None, None))
     for name, fn in rows.items():
         row("256^3 fp16 wall/call", name, wall_us(fn, 3000))
     for name in ("torch F.linear + bias + gelu", "autokernel.matmul grouped", "autokernel.matmul tma"):
         row("256^3 fp16 GPU/call (graph)", name, graph_us(rows[name]))
     for name in ("autokernel.matmul grouped", "autokernel.matmul tma"):
         _profile(name, rows[name])
+
+
+def _without_direct(launch):
+    """A copy of ``launch`` that replays through CompiledKernel.run (the path before the direct one)."""
+    import copy
+
+    twin = copy.copy(launch)
+    twin.direct = None
+    return twin
 
 
 def _profile(title, fn, n=2000):
@@ -197,6 +248,8 @@ def section_training():
     yt = F.gelu(F.linear(x, w, b))
     row("train 256^3 fp16 gelu", "torch autograd.grad of a kept graph", wall_us(
         lambda: torch.autograd.grad(yt, (x, w, b), dy, retain_graph=True), 1000))
+    _profile("autokernel forward, grad on", lambda: ak.linear(x, w, b, "gelu"))
+    _profile("linear_backward alone", lambda: linear_backward(dy, xd, wd, z, "gelu", 0.01, needs=(True, True, True)))
     _training_diagnostics(x, w, b, dy, ours)
 
 
@@ -306,6 +359,8 @@ def section_compile():
                 torch.cuda.synchronize()
                 print(f"[compile] {blocks} blocks {name}: rel err vs torch eager {rel(y, expect):.2e}", flush=True)
                 row(tag, name, wall_us(lambda: model(x), 1000))
+                if blocks == 1 and "reduce-overhead" in name:  # where a replayed call's host time goes
+                    _profile(f"{blocks} block {name}", lambda: model(x), 500)
         if blocks == 1:  # a compiled training step: forward + backward through the registered ops
             torch._dynamo.reset()
             step = torch.compile(lambda t: ours(t).float().square().sum(), fullgraph=True)
@@ -319,14 +374,20 @@ def section_compile():
 if __name__ == "__main__":
     import triton
 
-    print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
-    for section in (section_correctness, section_host_256, section_shapes, section_training, section_compile):
+    sections = {"correctness": section_correctness, "host": section_host_256, "shapes": section_shapes,
+                "training": section_training, "compile": section_compile}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default=",".join(sections), help="comma-separated, of: " + ", ".join(sections))
+    chosen = parser.parse_args().sections.split(",")
+    print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
+          f"autokernel from {os.path.dirname(ak.__file__)}", flush=True)
+    for section in (sections[name] for name in chosen):
         try:
             section()
         except Exception:  # one broken section must not hide the others' figures
             traceback.print_exc()
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "launch_overhead.tsv"), "w") as f:
+        with open(os.path.join(out, os.environ.get("TSV_NAME", "launch_overhead.tsv")), "w") as f:
             for r in RESULTS:
                 f.write("\t".join(map(str, r)) + "\n")
