@@ -10,9 +10,10 @@
 5. torch.compile: graph breaks, and eager / compiled / reduce-overhead per call for a
    two-layer model on autokernel layers and its torch twin.
 Run on the device: source scripts/device_env.sh; python3 scripts/launch_overhead.py
-[--sections correctness,host,shapes,training,compile]. To compare two versions side by side
-in one machine session, run it once per version with that version's package first on
-PYTHONPATH (rows that need the newer code print "n/a" under the older).
+[--sections correctness,host,shapes,training,compile] [--before PACKAGE]. With --before, an
+older version importable as PACKAGE (a copy of autokernel/ with every `autokernel` name
+renamed) is measured too, each section first with it, then with this checkout, in one
+process: rows labelled "before"/"after" are side by side, under the same host conditions.
 """
 import argparse
 import os
@@ -23,16 +24,29 @@ import torch
 import torch.nn.functional as F
 
 import autokernel as ak
-from autokernel import api
+from autokernel import api, autograd
 from autokernel.autograd import linear_backward, linear_forward
 
 DEV = "cuda"
 RESULTS = []
+LABEL = ""  # which version's rows these are, when --before is given
+
+
+def use(package: str, label: str) -> None:
+    """Measure ``package`` (autokernel, or an older copy of it under another name) from here on."""
+    import importlib
+
+    global ak, api, autograd, linear_backward, linear_forward, LABEL
+    ak = importlib.import_module(package)
+    api = importlib.import_module(f"{package}.api")
+    autograd = importlib.import_module(f"{package}.autograd")
+    linear_backward, linear_forward = autograd.linear_backward, autograd.linear_forward
+    LABEL = label
 
 
 def row(section, name, value, unit="us"):
-    RESULTS.append((section, name, value, unit))
-    print(f"[{section}] {name:58s} {value:10.2f} {unit}", flush=True)
+    RESULTS.append((LABEL, section, name, value, unit))
+    print(f"[{LABEL}{section}] {name:58s} {value:10.2f} {unit}", flush=True)
 
 
 def wall_us(fn, n=1000):
@@ -119,8 +133,6 @@ def _replay_path(launch) -> str:
 def _check_backward_replay():
     # dX, dW, db of one step: the first through the JIT, the next replayed, on the same
     # inputs: bit-identical, and right against fp32 torch.
-    from autokernel.autograd import LinearFunction  # noqa: F401 (the path under test)
-
     for dtype in (torch.float16, torch.bfloat16):
         x = (torch.randn(200, 136, device=DEV, dtype=dtype) / 136 ** 0.5).requires_grad_()
         w = torch.randn(328, 136, device=DEV, dtype=dtype, requires_grad=True)
@@ -196,7 +208,7 @@ def _profile(title, fn, n=2000):
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(10)
     lines = [ln for ln in text.getvalue().splitlines() if ln.strip()][-11:]
-    print(f"==== cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
+    print(f"==== {LABEL}cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
 
 
 def section_shapes():
@@ -270,8 +282,7 @@ def _training_diagnostics(x, w, b, dy, step):
     import gc
     import sys
 
-    from autokernel.autograd import LinearFunction
-
+    LinearFunction = autograd.LinearFunction
     tag = "train 256^3 diagnostics"
     for dev in ("cuda", "cpu"):
         t = torch.randn(256, 256, device=dev, requires_grad=True)
@@ -378,14 +389,20 @@ if __name__ == "__main__":
                 "training": section_training, "compile": section_compile}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default=",".join(sections), help="comma-separated, of: " + ", ".join(sections))
-    chosen = parser.parse_args().sections.split(",")
-    print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
-          f"autokernel from {os.path.dirname(ak.__file__)}", flush=True)
-    for section in (sections[name] for name in chosen):
-        try:
-            section()
-        except Exception:  # one broken section must not hide the others' figures
-            traceback.print_exc()
+    parser.add_argument("--before", help="package name of an older autokernel to measure beside this one")
+    args = parser.parse_args()
+    versions = [(args.before, "before "), ("autokernel", "after ")] if args.before else [("autokernel", "")]
+    print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
+    for name in args.sections.split(","):
+        for package, label in versions:
+            if name == "correctness" and package != "autokernel":
+                continue  # checks the code under test only
+            use(package, label)
+            print(f"#### {label}{name}: {package} from {os.path.dirname(ak.__file__)}", flush=True)
+            try:
+                sections[name]()
+            except Exception:  # one broken section must not hide the others' figures
+                traceback.print_exc()
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, os.environ.get("TSV_NAME", "launch_overhead.tsv")), "w") as f:
