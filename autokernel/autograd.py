@@ -34,17 +34,19 @@ def stores_preactivation(activation: str, slope: float) -> bool:
     return activation != "none" and not saves_output(activation, slope)
 
 
-def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None):
+def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None,
+                   for_backward: bool = True):
     """(Y, Z) for [M, K] x2d, arguments already checked: Z is the pre-activation when
-    backward needs it, else None."""
-    return _forward_plan(x2d, weight, bias, activation, slope, config).run(x2d, weight.t(), bias)
+    backward will run (``for_backward``) and needs it, else None."""
+    return _forward_plan(x2d, weight, bias, activation, slope, config, for_backward).run(x2d, weight.t(), bias)
 
 
-def _forward_plan(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None):
+def _forward_plan(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None,
+                  for_backward: bool = True):
     # One launch: the epilogue stores Z beside Y when backward needs it
     # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
     return gemm_plan(x2d, weight.t(), bias, activation, slope, config,
-                     store_z=stores_preactivation(activation, slope))
+                     store_z=for_backward and stores_preactivation(activation, slope))
 
 
 class BackwardPlan:

@@ -150,6 +150,24 @@ def test_compile_fullgraph_traces_autokernel_layers(device):
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
 
 
+def test_compiled_inference_keeps_no_preactivation(device):
+    # Z is stored for backward only: a graph traced under no_grad asks the op for no Z
+    # (one allocation and one M x N store fewer), one traced for training does.
+    torch.manual_seed(2)
+    layer = ak.nn.Linear(16, 8, activation="gelu").to(device)
+    x = torch.randn(4, 16, device=device)
+    flags = {}
+    for grad in (False, True):
+        graphs = []
+        torch._dynamo.reset()
+        with torch.set_grad_enabled(grad):
+            y = torch.compile(layer, backend=_graph_recorder(graphs), fullgraph=True)(x)
+            torch.testing.assert_close(y, layer(x), atol=1e-6, rtol=1e-6)
+        (call,) = [line for line in graphs[0].splitlines() if "autokernel.linear_fwd" in line]
+        flags[grad] = call.split("args = (")[1].split(")")[0].split(", ")[-1]
+    assert flags == {False: "False", True: "True"}
+
+
 def test_compile_aot_eager_backward_through_the_ops(device):
     # aot_eager traces forward and backward with fake tensors: register_fake and
     # register_autograd must agree with the kernels.
