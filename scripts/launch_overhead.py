@@ -176,12 +176,28 @@ def section_host_256():
             jit_run = api.GemmPlan(plan.shape, plan.dtype, plan.device, False, _without_direct(plan.launch))
             rows[f"cached plan {variant}: launch only, via CompiledKernel.run"] = (
                 lambda p=jit_run: p.fire(a, w.t(), out, None, None))
+            if variant == "grouped":  # would passing addresses instead of tensors pay? (not adopted)
+                operands = (a, w.t(), out, out, out)
+                rows["C launch by hand: tensors"] = _by_hand(plan.launch, operands, False)
+                rows["C launch by hand: data_ptr() ints"] = _by_hand(plan.launch, operands, True)
     for name, fn in rows.items():
         row("256^3 fp16 wall/call", name, wall_us(fn, 3000))
     for name in ("torch F.linear + bias + gelu", "autokernel.matmul grouped", "autokernel.matmul tma"):
         row("256^3 fp16 GPU/call (graph)", name, graph_us(rows[name]))
     for name in ("autokernel.matmul grouped", "autokernel.matmul tma"):
         _profile(name, rows[name])
+
+
+def _by_hand(launch, tensors, as_ints):
+    """The direct launch spelled out, its pointers passed as tensors or as addresses."""
+    g, (function, cooperative, pdl, packed), tail = launch.grid, launch.head, launch.args_tail
+
+    def call():
+        stream = torch._C._cuda_getCurrentRawStream(launch.device_index)
+        args = [t.data_ptr() for t in tensors] if as_ints else tensors
+        launch.direct(g[0], g[1], g[2], stream, function, cooperative, pdl, None, None, packed, None, None, None,
+                      *args, *tail)
+    return call
 
 
 def _without_direct(launch):

@@ -290,13 +290,13 @@ class _Kernel:
 
 @pytest.fixture
 def gpu_stand_ins(monkeypatch):
-    """The CUDA calls a replay makes: stream 77; scratch buffers recorded as (size, stream)."""
+    """The CUDA calls a replay makes: stream 77; scratch recorded as (size, stream, as address)."""
     from autokernel.kernels import launch as launch_module
 
     scratch = []
 
-    def fake_scratch(size, stream):
-        scratch.append((size, stream))
+    def fake_scratch(size, stream, address=False):
+        scratch.append((size, stream, address))
         return ("scratch", size)
 
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
@@ -340,7 +340,9 @@ def test_direct_launch_passes_what_the_launcher_would(gpu_stand_ins, monkeypatch
     assert direct[:10] + direct[13:] == wrapped[:10] + wrapped[13:]
     assert direct == (3, 2, 1, 77, 0xF00, False, False, ("scratch", 1536), None, (4, 1, 0), None, None, None,
                       a, b, 12, 0.5, 16)
-    assert gpu_stand_ins == [(1536, 77), (1536, 77)]  # the wrapped call asked the allocator autokernel installed
+    # The direct call takes the cached buffer's address; the wrapped one asked the
+    # allocator that autokernel installed, for the same bytes.
+    assert gpu_stand_ins == [(1536, 77, True), (1536, 77, False)]
 
 
 @pytest.mark.parametrize("runner", [LaterCudaLauncher(), CudaLauncher(profile_scratch_size=64)],

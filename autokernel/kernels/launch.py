@@ -63,22 +63,24 @@ def _quiet(hook) -> bool:
     return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
 
 
-_SCRATCH: dict[int, torch.Tensor] = {}
+_SCRATCH: dict[int, tuple[torch.Tensor, int]] = {}
 
 
-def scratch_buffer(size: int, stream: int) -> torch.Tensor:
+def scratch_buffer(size: int, stream: int, address: bool = False):
     """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
     stream handle, unique across devices) of the current device: one cached buffer per
-    stream, since launches on one stream run in order and may share it."""
+    stream, since launches on one stream run in order and may share it. With ``address``
+    the cached buffer comes as its address, an int, which Triton's C launcher takes as is
+    (a tensor costs it a ``data_ptr`` call and a ``cuPointerGetAttribute``)."""
     if torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
         # A CUDA graph owns what is allocated while it is captured: a temporary there,
         # or the graph pool could hand the cached buffer to another tensor.
         return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
-    buf = _SCRATCH.get(stream)
-    if buf is None or buf.numel() < size:
+    cached = _SCRATCH.get(stream)
+    if cached is None or cached[0].numel() < size:
         buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
-        _SCRATCH[stream] = buf
-    return buf
+        cached = _SCRATCH[stream] = (buf, buf.data_ptr())
+    return cached[1] if address else cached[0]
 
 
 def scratch_allocator(size: int, alignment: int, stream) -> torch.Tensor:
@@ -122,7 +124,7 @@ class KernelLaunch:
             stream = torch._C._cuda_getCurrentRawStream(self.device_index)
             g = self.grid
             function, cooperative, pdl, packed = self.head
-            scratch = scratch_buffer(self.scratch_bytes, stream) if self.scratch_bytes else None
+            scratch = scratch_buffer(self.scratch_bytes, stream, True) if self.scratch_bytes else None
             direct(g[0], g[1], g[2], stream, function, cooperative, pdl, scratch, None, packed, None, None, None,
                    *tensors, *self.args_tail)
             return
