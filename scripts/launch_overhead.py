@@ -8,12 +8,14 @@
    the same call, so no launch gaps) for cuBLAS, torch linear + bias + gelu, and ours;
 4. a training step at 256^3 against torch autograd, and where our step's host time goes;
 5. torch.compile: graph breaks, and eager / compiled / reduce-overhead per call for a
-   two-layer model on autokernel layers and its torch twin.
+   two-layer model on autokernel layers and its torch twin;
+6. "ratios": the training step and the 256^3 calls in interleaved rounds (median ratios),
+   the figures to compare when the host's speed drifts.
 Run on the device: source scripts/device_env.sh; python3 scripts/launch_overhead.py
-[--sections correctness,host,shapes,training,compile] [--before PACKAGE]. With --before, an
-older version importable as PACKAGE (a copy of autokernel/ with every `autokernel` name
-renamed) is measured too, each section first with it, then with this checkout, in one
-process: rows labelled "before"/"after" are side by side, under the same host conditions.
+[--sections correctness,ratios,host,shapes,training,compile] [--before PACKAGE]. With
+--before, an older version importable as PACKAGE (a copy of autokernel/ with every
+`autokernel` name renamed) is measured too, in one process: each section first with it,
+then with this checkout (rows labelled "before"/"after"); "ratios" interleaves them.
 """
 import argparse
 import os
@@ -227,6 +229,47 @@ def _profile(title, fn, n=2000):
     print(f"==== {LABEL}cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
 
 
+def section_ratios(versions):
+    """Ratios that survive the host's drift (back-to-back rows of one run moved by up to
+    30 %): every candidate is timed in each of ROUNDS rounds, in an order rotated per
+    round; per round, its time over the reference's; the median of those ratios."""
+    rounds = 15
+    s = 256
+    dt = torch.float16
+    x = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    w = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    b = torch.randn(s, device=DEV, dtype=dt, requires_grad=True)
+    dy = torch.randn(s, s, device=DEV, dtype=dt)
+    xd, wd, bd = x.detach(), w.detach(), b.detach()
+    steps = {"torch autograd step": lambda: torch.autograd.grad(F.gelu(F.linear(x, w, b)), (x, w, b), dy)}
+    calls = {"torch F.linear + bias + gelu": lambda: F.gelu(F.linear(xd, wd, bd))}
+    for package, label in versions:
+        use(package, label)
+        grouped, tma = cfg("grouped"), cfg("tma")
+        steps[f"{label}autokernel step"] = (
+            lambda m=ak: torch.autograd.grad(m.linear(x, w, b, "gelu"), (x, w, b), dy))
+        calls[f"{label}autokernel.matmul default bias gelu"] = lambda m=ak: m.matmul(xd, wd.t(), bd, "gelu")
+        calls[f"{label}autokernel.matmul grouped"] = lambda m=ak, c=grouped: m.matmul(xd, wd.t(), config=c)
+        calls[f"{label}autokernel.matmul tma"] = lambda m=ak, c=tma: m.matmul(xd, wd.t(), config=c)
+    for tag, group, n in (("train 256^3 fp16 gelu", steps, 200), ("256^3 fp16 wall/call", calls, 1000)):
+        names = list(group)
+        times = {name: [] for name in names}
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(wall_us(group[name], n))
+        ref = names[0]
+        for name in names:
+            ratios = sorted(t / t0 for t, t0 in zip(times[name], times[ref]))
+            row(f"ratios, {tag}, {rounds} rounds", f"{name}: median", sorted(times[name])[rounds // 2])
+            row(f"ratios, {tag}, {rounds} rounds", f"{name} / {ref}: median of rounds", ratios[rounds // 2], "x")
+        for label in {label for _, label in versions}:
+            tma_, grouped_ = times.get(f"{label}autokernel.matmul tma"), times.get(f"{label}autokernel.matmul grouped")
+            if tma_ and grouped_:
+                ratios = sorted(t / g for t, g in zip(tma_, grouped_))
+                row(f"ratios, {tag}, {rounds} rounds", f"{label}matmul tma / grouped: median of rounds",
+                    ratios[rounds // 2], "x")
+
+
 def section_shapes():
     for (m, n, k) in ((1024, 4096, 4096), (2048, 2048, 1024), (16, 4096, 4096)):
         for dtype in (torch.float16, torch.bfloat16):
@@ -401,8 +444,8 @@ def section_compile():
 if __name__ == "__main__":
     import triton
 
-    sections = {"correctness": section_correctness, "host": section_host_256, "shapes": section_shapes,
-                "training": section_training, "compile": section_compile}
+    sections = {"correctness": section_correctness, "ratios": section_ratios, "host": section_host_256,
+                "shapes": section_shapes, "training": section_training, "compile": section_compile}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default=",".join(sections), help="comma-separated, of: " + ", ".join(sections))
     parser.add_argument("--before", help="package name of an older autokernel to measure beside this one")
@@ -410,6 +453,12 @@ if __name__ == "__main__":
     versions = [(args.before, "before "), ("autokernel", "after ")] if args.before else [("autokernel", "")]
     print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
     for name in args.sections.split(","):
+        if name == "ratios":  # every version at once, interleaved
+            try:
+                section_ratios(versions)
+            except Exception:
+                traceback.print_exc()
+            continue
         for package, label in versions:
             if name == "correctness" and package != "autokernel":
                 continue  # checks the code under test only

@@ -345,6 +345,23 @@ def test_direct_launch_passes_what_the_launcher_would(gpu_stand_ins, monkeypatch
     assert gpu_stand_ins == [(1536, 77, True), (1536, 77, False)]
 
 
+def test_direct_launch_follows_the_current_stream(gpu_stand_ins, monkeypatch):
+    from triton import knobs
+
+    streams = iter([77, 78, 77, 77])
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: next(streams), raising=False)
+    runner = CudaLauncher()
+    kernel, launch = _replayed(runner)
+    a = torch.ones(2)
+    launch(a, a)  # JIT (stream 77 is Triton's business there)
+    for _ in range(3):
+        launch(a, a)
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", lambda metadata: None)  # a plain callable, no chain
+    launch(a, a)  # through CompiledKernel.run, which calls it
+    assert [call[3] for call in runner.calls] == [77, 78, 77, 77]
+    assert [call[12] is None for call in runner.calls] == [True, True, True, False]
+
+
 @pytest.mark.parametrize("runner", [LaterCudaLauncher(), CudaLauncher(profile_scratch_size=64)],
                          ids=["another launcher form", "profile scratch wanted"])
 def test_launchers_of_another_form_replay_through_compiled_run(runner, gpu_stand_ins, monkeypatch):

@@ -58,9 +58,13 @@ def _c_launcher(compiled):
     return run.launch
 
 
-def _quiet(hook) -> bool:
-    """True when a Triton launch hook would do nothing: unset, or an empty chain."""
-    return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
+def _hooks_quiet(runtime) -> bool:
+    """True when no Triton launch hook would run: each is unset or an empty ``HookChain``."""
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    try:
+        return (enter is None or not enter.calls) and (leave is None or not leave.calls)
+    except AttributeError:  # a hook that is no chain (a plain callable): let CompiledKernel.run call it
+        return False
 
 
 _SCRATCH: dict[int, tuple[torch.Tensor, int]] = {}
@@ -97,7 +101,7 @@ class KernelLaunch:
     """
 
     __slots__ = ("fn", "grid", "scalars", "kwargs", "args_tail", "device_index", "interpret", "compiled",
-                 "direct", "head", "scratch_bytes")
+                 "direct", "head", "scratch_bytes", "stream", "prefix")
 
     def __init__(self, fn, grid: tuple[int, ...], scalars: tuple, constexprs: dict, options: dict,
                  device: torch.device, interpret: bool):
@@ -115,18 +119,21 @@ class KernelLaunch:
             self.args_tail = (*scalars, *(constexprs[name] for name in names))
         self.device_index = device.index if device.type == "cuda" else None
         self.interpret = interpret
-        self.compiled = self.direct = self.head = None
+        self.compiled = self.direct = self.head = self.stream = self.prefix = None
         self.scratch_bytes = 0
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         direct = self.direct
-        if direct is not None and _quiet(_knobs.runtime.launch_enter_hook) and _quiet(_knobs.runtime.launch_exit_hook):
+        if direct is not None and _hooks_quiet(_knobs.runtime):
             stream = torch._C._cuda_getCurrentRawStream(self.device_index)
-            g = self.grid
-            function, cooperative, pdl, packed = self.head
-            scratch = scratch_buffer(self.scratch_bytes, stream, True) if self.scratch_bytes else None
-            direct(g[0], g[1], g[2], stream, function, cooperative, pdl, scratch, None, packed, None, None, None,
-                   *tensors, *self.args_tail)
+            if self.scratch_bytes:  # its buffer may change between calls (graph capture, growth)
+                prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream, True))
+            elif stream == self.stream:
+                prefix = self.prefix
+            else:
+                prefix = self.prefix = self._prefix(stream, None)
+                self.stream = stream
+            direct(*prefix, *tensors, *self.args_tail)
             return
         if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
             # Kernels that make TMA descriptors on the device ask Triton's allocator for
@@ -145,6 +152,13 @@ class KernelLaunch:
         rt = _knobs.runtime  # profilers (proton) install launch hooks here: honour them as the JIT does
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
                      compiled.launch_metadata(g, stream, *args), rt.launch_enter_hook, rt.launch_exit_hook, *args)
+
+    def _prefix(self, stream: int, scratch) -> tuple:
+        """The C launch's arguments before the kernel's: grid, stream, function, launch
+        flags, global and profile scratch, packed metadata, launch metadata and hooks
+        (None: no hook runs, so none needs metadata)."""
+        function, cooperative, pdl, packed = self.head
+        return (*self.grid, stream, function, cooperative, pdl, scratch, None, packed, None, None, None)
 
     def _replay_with(self, compiled) -> None:
         """Replay later calls on ``compiled``: directly where its launcher allows."""
