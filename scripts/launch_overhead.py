@@ -249,6 +249,7 @@ def section_ratios(versions):
         steps[f"{label}autokernel step"] = (
             lambda m=ak: torch.autograd.grad(m.linear(x, w, b, "gelu"), (x, w, b), dy))
         calls[f"{label}autokernel.matmul default bias gelu"] = lambda m=ak: m.matmul(xd, wd.t(), bd, "gelu")
+        calls[f"{label}autokernel.linear bias gelu"] = lambda m=ak: m.linear(xd, wd, bd, "gelu")
         calls[f"{label}autokernel.matmul grouped"] = lambda m=ak, c=grouped: m.matmul(xd, wd.t(), config=c)
         calls[f"{label}autokernel.matmul tma"] = lambda m=ak, c=tma: m.matmul(xd, wd.t(), config=c)
     for tag, group, n in (("train 256^3 fp16 gelu", steps, 200), ("256^3 fp16 wall/call", calls, 1000)):
