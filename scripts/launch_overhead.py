@@ -252,6 +252,8 @@ def section_ratios(versions):
         calls[f"{label}autokernel.linear bias gelu"] = lambda m=ak: m.linear(xd, wd, bd, "gelu")
         calls[f"{label}autokernel.matmul grouped"] = lambda m=ak, c=grouped: m.matmul(xd, wd.t(), config=c)
         calls[f"{label}autokernel.matmul tma"] = lambda m=ak, c=tma: m.matmul(xd, wd.t(), config=c)
+    global LABEL
+    LABEL = ""  # the candidates' names carry their versions
     for tag, group, n in (("train 256^3 fp16 gelu", steps, 200), ("256^3 fp16 wall/call", calls, 1000)):
         names = list(group)
         times = {name: [] for name in names}

@@ -288,20 +288,32 @@ class _Kernel:
         return jit
 
 
+class _Buffer:
+    """A scratch buffer stand-in: what Triton's C launcher reads off one is its address."""
+
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
 @pytest.fixture
 def gpu_stand_ins(monkeypatch):
-    """The CUDA calls a replay makes: stream 77; scratch recorded as (size, stream, as address)."""
+    """The CUDA calls a replay makes: stream 77, no graph capture (``capturing[0]``), and
+    scratch buffers, each new one 0x1000 bytes above the last, recorded as (size, stream)."""
     from autokernel.kernels import launch as launch_module
 
-    scratch = []
+    scratch, capturing = [], [False]
 
-    def fake_scratch(size, stream, address=False):
-        scratch.append((size, stream, address))
-        return ("scratch", size)
+    def fake_scratch(size, stream):
+        scratch.append((size, stream))
+        return _Buffer(0x1000 * len(scratch))
 
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: capturing[0], raising=False)
     monkeypatch.setattr(launch_module, "scratch_buffer", fake_scratch)
-    return scratch
+    return scratch, capturing
 
 
 def _replayed(runner, scratch_size=0):
@@ -317,6 +329,7 @@ def test_direct_launch_passes_what_the_launcher_would(gpu_stand_ins, monkeypatch
     from triton import knobs
     from triton.runtime import _allocation
 
+    scratch, capturing = gpu_stand_ins
     monkeypatch.setattr(_allocation, "_allocator", _allocation.ContextVar("test_allocator",
                                                                           default=_allocation.NullAllocator()))
     runner = CudaLauncher(global_scratch_size=256)
@@ -336,13 +349,18 @@ def test_direct_launch_passes_what_the_launcher_would(gpu_stand_ins, monkeypatch
     direct, wrapped = runner.calls
     assert direct[10:13] == (None, None, None)  # launch metadata and hooks: nothing to call
     assert wrapped[10] == {"grid": (3, 2, 1)} and wrapped[11] is knobs.runtime.launch_enter_hook
-    # Everything else equal: grid, stream, function, flags, scratch, packed metadata, arguments.
-    assert direct[:10] + direct[13:] == wrapped[:10] + wrapped[13:]
-    assert direct == (3, 2, 1, 77, 0xF00, False, False, ("scratch", 1536), None, (4, 1, 0), None, None, None,
+    # The scratch: the cached buffer's address, where the wrapped call passed the buffer
+    # that the allocator autokernel installed returned. Everything else equal.
+    assert direct[7] == 0x1000 and wrapped[7].data_ptr() == 0x2000
+    assert direct[:7] + direct[8:10] + direct[13:] == wrapped[:7] + wrapped[8:10] + wrapped[13:]
+    assert direct == (3, 2, 1, 77, 0xF00, False, False, 0x1000, None, (4, 1, 0), None, None, None,
                       a, b, 12, 0.5, 16)
-    # The direct call takes the cached buffer's address; the wrapped one asked the
-    # allocator that autokernel installed, for the same bytes.
-    assert gpu_stand_ins == [(1536, 77, True), (1536, 77, False)]
+    assert scratch == [(1536, 77), (1536, 77)]
+    launch(a, b)  # the stream's prefix is reused: no new scratch
+    capturing[0] = True
+    launch(a, b)  # a CUDA graph is being captured: a scratch buffer of its own
+    assert scratch == [(1536, 77), (1536, 77), (1536, 77)]
+    assert runner.calls[2] == direct and runner.calls[3][7].data_ptr() == 0x3000
 
 
 def test_direct_launch_follows_the_current_stream(gpu_stand_ins, monkeypatch):

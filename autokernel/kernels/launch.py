@@ -67,24 +67,22 @@ def _hooks_quiet(runtime) -> bool:
         return False
 
 
-_SCRATCH: dict[int, tuple[torch.Tensor, int]] = {}
+_SCRATCH: dict[int, torch.Tensor] = {}
 
 
-def scratch_buffer(size: int, stream: int, address: bool = False):
+def scratch_buffer(size: int, stream: int) -> torch.Tensor:
     """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
     stream handle, unique across devices) of the current device: one cached buffer per
-    stream, since launches on one stream run in order and may share it. With ``address``
-    the cached buffer comes as its address, an int, which Triton's C launcher takes as is
-    (a tensor costs it a ``data_ptr`` call and a ``cuPointerGetAttribute``)."""
+    stream, since launches on one stream run in order and may share it."""
     if torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
         # A CUDA graph owns what is allocated while it is captured: a temporary there,
         # or the graph pool could hand the cached buffer to another tensor.
         return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
-    cached = _SCRATCH.get(stream)
-    if cached is None or cached[0].numel() < size:
+    buf = _SCRATCH.get(stream)
+    if buf is None or buf.numel() < size:
         buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
-        cached = _SCRATCH[stream] = (buf, buf.data_ptr())
-    return cached[1] if address else cached[0]
+        _SCRATCH[stream] = buf
+    return buf
 
 
 def scratch_allocator(size: int, alignment: int, stream) -> torch.Tensor:
@@ -101,7 +99,7 @@ class KernelLaunch:
     """
 
     __slots__ = ("fn", "grid", "scalars", "kwargs", "args_tail", "device_index", "interpret", "compiled",
-                 "direct", "head", "scratch_bytes", "stream", "prefix")
+                 "direct", "head", "scratch_bytes", "cached")
 
     def __init__(self, fn, grid: tuple[int, ...], scalars: tuple, constexprs: dict, options: dict,
                  device: torch.device, interpret: bool):
@@ -119,20 +117,26 @@ class KernelLaunch:
             self.args_tail = (*scalars, *(constexprs[name] for name in names))
         self.device_index = device.index if device.type == "cuda" else None
         self.interpret = interpret
-        self.compiled = self.direct = self.head = self.stream = self.prefix = None
+        self.compiled = self.direct = self.head = self.cached = None
         self.scratch_bytes = 0
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         direct = self.direct
         if direct is not None and _hooks_quiet(_knobs.runtime):
             stream = torch._C._cuda_getCurrentRawStream(self.device_index)
-            if self.scratch_bytes:  # its buffer may change between calls (graph capture, growth)
-                prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream, True))
-            elif stream == self.stream:
-                prefix = self.prefix
+            if self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
+                # The graph being captured gets a scratch buffer of its own (scratch_buffer).
+                prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
             else:
-                prefix = self.prefix = self._prefix(stream, None)
-                self.stream = stream
+                cached = self.cached  # (stream, prefix, scratch): one attribute, so threads see a consistent triple
+                if cached is not None and cached[0] == stream:
+                    prefix = cached[1]
+                else:
+                    # The stream's cached scratch, held here too: its address in the prefix
+                    # stays valid after another launch grows the stream's buffer.
+                    scratch = scratch_buffer(self.scratch_bytes, stream) if self.scratch_bytes else None
+                    prefix = self._prefix(stream, None if scratch is None else scratch.data_ptr())
+                    self.cached = (stream, prefix, scratch)
             direct(*prefix, *tensors, *self.args_tail)
             return
         if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
