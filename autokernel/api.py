@@ -166,10 +166,8 @@ def matmul(
         if out is not None:
             raise RuntimeError("matmul(): out= does not support automatic differentiation, but one of the "
                                "arguments requires grad")
-        from autokernel.autograd import LinearFunction
-
         # A @ B is linear's X @ W^T with W = B^T, a view: nothing is copied.
-        return LinearFunction.apply(a, b.t(), bias, normalize_activation(activation), float(slope), config, None, None)
+        return linear(a, b.t(), bias, activation, slope=slope, config=config)
     try:
         key = (_layout(a), _layout(b), _layout(bias), _layout(out), activation, slope, config, False)
         plan = _PLANS.get(key)
@@ -237,10 +235,12 @@ def clear_launch_cache() -> None:
 class GemmPlan:
     """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``)."""
 
-    __slots__ = ("shape", "dtype", "device", "store_z", "launch")
+    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard")
 
     def __init__(self, shape, dtype, device, store_z: bool, launch):
         self.shape, self.dtype, self.device, self.store_z, self.launch = shape, dtype, device, store_z, launch
+        # Only a machine of several GPUs can launch on the wrong one: skip the check elsewhere.
+        self.guard = device.type == "cuda" and torch.cuda.device_count() > 1
 
     def run(self, a, b, bias, out=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(out, Z or None) for operands of this plan's layout."""
@@ -253,7 +253,7 @@ class GemmPlan:
 
     def fire(self, a, b, out, bias, z) -> None:
         args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
-        if self.device.type == "cuda" and self.device.index != torch.cuda.current_device():
+        if self.guard and self.device.index != torch.cuda.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
                 self.launch(*args)
         else:
@@ -371,14 +371,15 @@ def linear(
         for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
             _check_config(name, cfg)
         lead = x.shape[:-1]
-        entry = _LinearEntry(act, float(slope), lead.numel(), (*lead, weight.shape[0]))
+        entry = LinearEntry(act, float(slope), lead.numel(), (*lead, weight.shape[0]), x.dim() == 2,
+                            None if bias is None else bias.dtype, config, dx_config, dw_config)
         if key is not None:
             _remember(_LINEARS, key, entry)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         from autokernel.autograd import LinearFunction
 
-        return LinearFunction.apply(x, weight, bias, entry.act, entry.slope, config, dx_config, dw_config)
-    flat = x.dim() == 2
+        return LinearFunction.apply(x, weight, bias, entry)
+    flat = entry.flat
     x2d = x if flat else x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
     wt = weight.t()
     plan = entry.plan
@@ -388,13 +389,22 @@ def linear(
     return y if flat else y.view(entry.out_shape)
 
 
-class _LinearEntry:
-    """What linear's checks found for one layout, and its no-grad GEMM plan once used."""
+class LinearEntry:
+    """What linear's checks found for one layout of (x, weight, bias) and its arguments,
+    and the plans of that layout once used: ``plan`` (no grad), ``train`` (forward that
+    keeps what backward reads) and ``backward`` (autograd.BackwardPlan per layout of dY
+    and gradients asked for). Everything a plan depends on follows from the key of
+    ``_LINEARS``, so a step after the first computes no key but dY's."""
 
-    __slots__ = ("act", "slope", "m", "out_shape", "plan")
+    __slots__ = ("act", "slope", "m", "out_shape", "flat", "bias_dtype", "config", "dx_config", "dw_config",
+                 "plan", "train", "backward")
 
-    def __init__(self, act: str, slope: float, m: int, out_shape: tuple):
-        self.act, self.slope, self.m, self.out_shape, self.plan = act, slope, m, out_shape, None
+    def __init__(self, act: str, slope: float, m: int, out_shape: tuple, flat: bool, bias_dtype,
+                 config, dx_config, dw_config):
+        self.act, self.slope, self.m, self.out_shape, self.flat = act, slope, m, out_shape, flat
+        self.bias_dtype, self.config, self.dx_config, self.dw_config = bias_dtype, config, dx_config, dw_config
+        self.plan = self.train = None
+        self.backward = {}
 
 
 # ---- torch.compile: the ops as torch.library custom ops ----

@@ -34,38 +34,74 @@ def stores_preactivation(activation: str, slope: float) -> bool:
     return activation != "none" and not saves_output(activation, slope)
 
 
-def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None):
+def linear_forward(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None,
+                   for_backward: bool = True):
     """(Y, Z) for [M, K] x2d, arguments already checked: Z is the pre-activation when
-    backward needs it, else None."""
-    wt = weight.t()
+    backward will run (``for_backward``) and needs it, else None."""
+    return _forward_plan(x2d, weight, bias, activation, slope, config, for_backward).run(x2d, weight.t(), bias)
+
+
+def _forward_plan(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None,
+                  for_backward: bool = True):
     # One launch: the epilogue stores Z beside Y when backward needs it
     # (docs/backward.md: one launch and one M x N pass fewer than an act kernel after).
-    plan = gemm_plan(x2d, wt, bias, activation, slope, config, store_z=stores_preactivation(activation, slope))
-    return plan.run(x2d, wt, bias)
+    return gemm_plan(x2d, weight.t(), bias, activation, slope, config,
+                     store_z=for_backward and stores_preactivation(activation, slope))
 
 
-def activation_grad_pass(dy, z, store_dz: bool, activation: str, slope: float, sum_dtype: torch.dtype | None):
-    """(dZ or None, db or None): backward's one elementwise pass; db = column sums of dZ
-    in ``sum_dtype`` (None: not wanted)."""
-    from autokernel.kernels.backward import plan_activation_grad
+class BackwardPlan:
+    """Backward's launches for one layout of (dY, X, W, Z), activation and gradients
+    wanted: the elementwise pass (dZ and db) when one is needed, then the dX and dW GEMMs.
+    Built once per layout; a call allocates the results and launches."""
 
-    z_ = z if activation != "none" else None
-    key = ("activation_grad", _layout(dy), _layout(z_), store_dz, activation, slope, sum_dtype)
-    launch = cached_plan(key, lambda: plan_activation_grad(
-        dy, z_, torch.empty(dy.shape, dtype=dy.dtype, device=dy.device) if store_dz else None,
-        activation, slope, sum_dtype is not None, runtime.INTERPRETER))
-    dz = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device) if store_dz else None
-    partial = None
-    if sum_dtype is not None:
-        # One program row sums every row: it writes db itself (the store casts), which
-        # saves the launch of a separate sum (the key holds sum_dtype, so the compiled
-        # kernel's pointer type matches).
-        rows = launch.grid[0]
-        partial = torch.empty((rows, dy.shape[1]), dtype=sum_dtype if rows == 1 else torch.float32, device=dy.device)
-    launch(dy, z_ if z_ is not None else dy, dz if dz is not None else dy, partial if partial is not None else dy)
-    if partial is None:
-        return dz, None
-    return dz, (partial[0] if partial.shape[0] == 1 else partial.sum(0, dtype=sum_dtype))
+    __slots__ = ("grad_pass", "store_dz", "use_z", "db_rows", "db_dtype", "dz_shape", "dx", "dw")
+
+    def __init__(self, dy, x, weight, z, activation: str, slope: float, needs: tuple[bool, bool, bool],
+                 bias_dtype: torch.dtype | None, dx_config: KernelConfig | None, dw_config: KernelConfig | None):
+        from autokernel.kernels.backward import plan_activation_grad
+
+        need_dx, need_dw, need_db = needs
+        m, n = dy.shape
+        self.dz_shape = (m, n)
+        self.db_dtype = (bias_dtype or dy.dtype) if need_db else None
+        self.use_z = activation != "none"
+        self.store_dz = self.use_z and (need_dx or need_dw)
+        self.grad_pass = None
+        self.db_rows = 0
+        dz = dy
+        if m > 0 and n > 0 and (self.store_dz or need_db):
+            if self.store_dz:
+                dz = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)  # a stand-in of dZ's layout
+            self.grad_pass = plan_activation_grad(dy, z if self.use_z else None, dz if self.store_dz else None,
+                                                  activation, slope, need_db, runtime.INTERPRETER)
+            self.db_rows = self.grad_pass.grid[0] if need_db else 0
+        self.dx = gemm_plan(dz, weight, None, "none", 0.0, dx_config) if need_dx else None
+        self.dw = gemm_plan(dz.t(), x, None, "none", 0.0, dw_config) if need_dw else None
+
+    def run(self, dy, x, weight, z) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(dX, dW, db), None where not wanted, for tensors of this plan's layout."""
+        dz = dy
+        db = None
+        if self.grad_pass is not None:
+            if self.store_dz:
+                dz = torch.empty(self.dz_shape, dtype=dy.dtype, device=dy.device)
+            rows = self.db_rows
+            if rows == 1:
+                # One program row sums every row: it stores db itself (the store casts to
+                # the bias dtype), no separate sum launch.
+                db = partial = torch.empty(self.dz_shape[1], dtype=self.db_dtype, device=dy.device)
+            elif rows:
+                partial = torch.empty((rows, self.dz_shape[1]), dtype=torch.float32, device=dy.device)
+            else:
+                partial = dy
+            self.grad_pass(dy, z if self.use_z else dy, dz, partial)
+            if rows > 1:
+                db = partial.sum(0, dtype=self.db_dtype)
+        elif self.db_dtype is not None:  # an empty reduction (M or N = 0)
+            db = torch.zeros(self.dz_shape[1], dtype=self.db_dtype, device=dy.device)
+        dx = None if self.dx is None else self.dx.run(dz, weight, None)[0]
+        dw = None if self.dw is None else self.dw.run(dz.t(), x, None)[0]
+        return dx, dw, db
 
 
 def linear_backward(
@@ -92,61 +128,54 @@ def linear_backward(
         dx_config: config of the [M, K] = [M, N] @ [N, K] GEMM (default: as matmul picks one for M, K, N).
         dw_config: config of the [N, K] = [N, M] @ [M, K] GEMM (default: as matmul picks one for N, K, M).
     """
-    need_dx, need_dw, need_db = needs
-    m, n = dy.shape
-    dtype = dy.dtype
-    dz = dy
-    db = None
-    if m > 0 and n > 0:
-        gemm_needs_dz = activation != "none" and (need_dx or need_dw)
-        if gemm_needs_dz or need_db:
-            dz_, db = activation_grad_pass(dy, z, gemm_needs_dz, activation, slope,
-                                           (bias_dtype or dtype) if need_db else None)
-            if gemm_needs_dz:
-                dz = dz_
-    if need_db and db is None:  # an empty reduction (M = 0)
-        db = torch.zeros((n,), dtype=bias_dtype or dtype, device=dy.device)
-    dx = dw = None
-    if need_dx:
-        dx = gemm_plan(dz, weight, None, "none", 0.0, dx_config).run(dz, weight, None)[0]
-    if need_dw:
-        dzt = dz.t()
-        dw = gemm_plan(dzt, x, None, "none", 0.0, dw_config).run(dzt, x, None)[0]
-    return dx, dw, db
+    z_ = z if activation != "none" else None
+    key = ("backward", _layout(dy), _layout(x), _layout(weight), _layout(z_), activation, slope, tuple(needs),
+           bias_dtype, dx_config, dw_config)
+    plan = cached_plan(key, lambda: BackwardPlan(dy, x, weight, z_, activation, slope, tuple(needs), bias_dtype,
+                                                 dx_config, dw_config))
+    return plan.run(dy, x, weight, z_)
 
 
 class LinearFunction(torch.autograd.Function):
-    """Y = act(X @ W^T + b) with Triton kernels for forward and backward."""
+    """Y = act(X @ W^T + b) with Triton kernels for forward and backward.
 
-    # Per-step host time counts here (a step at 256^3 is host-bound): 2-D inputs skip the
-    # reshapes, and ctx gets one attribute.
+    ``entry`` (api.LinearEntry) holds the checked arguments of this layout and caches
+    its plans: a training step is host-bound at small sizes, and this saves it every
+    cache key but dY's."""
+
     @staticmethod
-    def forward(ctx, x, weight, bias, activation, slope, config, dx_config, dw_config):
-        flat = x.dim() == 2
-        x2d = x if flat else x.reshape(x.shape[:-1].numel(), x.shape[-1])
-        y, z = linear_forward(x2d, weight, bias, activation, slope, config)
-        if activation == "none":
+    def forward(ctx, x, weight, bias, entry):
+        x2d = x if entry.flat else x.reshape(entry.m, x.shape[-1])
+        plan = entry.train
+        if plan is None:
+            plan = entry.train = _forward_plan(x2d, weight, bias, entry.act, entry.slope, entry.config)
+        y, z = plan.run(x2d, weight.t(), bias)
+        if entry.act == "none":
             saved = None
         elif z is None:
             saved = y  # sign activations: act'(Z) is read off Y
         else:
             saved = z
         ctx.save_for_backward(x2d, weight, saved)
-        ctx.args = (activation, slope, None if bias is None else bias.dtype, dx_config, dw_config,
-                    None if flat else x.shape)
-        return y if flat else y.reshape(*x.shape[:-1], weight.shape[0])
+        ctx.entry = entry
+        return y if entry.flat else y.view(entry.out_shape)
 
     @staticmethod
     def backward(ctx, grad_y):
         x2d, weight, saved = ctx.saved_tensors
-        activation, slope, bias_dtype, dx_config, dw_config, x_shape = ctx.args
+        entry = ctx.entry
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        dy = grad_y if x_shape is None else grad_y.reshape(x2d.shape[0], weight.shape[0])  # a view when strides allow
-        dx, dw, db = linear_backward(
-            dy, x2d, weight, saved, activation, slope,
-            needs=(need_x, need_w, need_b and bias_dtype is not None),
-            bias_dtype=bias_dtype, dx_config=dx_config, dw_config=dw_config,
-        )
-        if dx is not None and x_shape is not None:
-            dx = dx.reshape(x_shape)
-        return dx, dw, db, None, None, None, None, None
+        dy = grad_y if entry.flat else grad_y.reshape(entry.m, weight.shape[0])  # a view when strides allow
+        # Shape, dtype and device of dY, X, W and Z follow from the entry; dY's strides
+        # and alignment do not (autograd may hand any layout).
+        key = (dy.stride(), dy.data_ptr() % 16 == 0, need_x, need_w, need_b)
+        plan = entry.backward.get(key)
+        if plan is None:
+            needs = (need_x, need_w, need_b and entry.bias_dtype is not None)
+            plan = entry.backward[key] = BackwardPlan(dy, x2d, weight, saved if entry.act != "none" else None,
+                                                      entry.act, entry.slope, needs, entry.bias_dtype,
+                                                      entry.dx_config, entry.dw_config)
+        dx, dw, db = plan.run(dy, x2d, weight, saved)
+        if dx is not None and not entry.flat:
+            dx = dx.view(*entry.out_shape[:-1], weight.shape[1])
+        return dx, dw, db, None

@@ -32,18 +32,19 @@ def _none_as_empty(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("autokernel::linear_fwd", mutates_args=())
 def linear_fwd(
     x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str, slope: float,
-    config: str | None, dx_config: str | None, dw_config: str | None,
+    config: str | None, dx_config: str | None, dw_config: str | None, for_backward: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(Y, Z) with Z empty unless backward needs the pre-activation. dx_config and
-    dw_config are carried for backward."""
-    y, z = linear_forward(x2d, weight, bias, activation, slope, _config(config))
+    """(Y, Z) with Z empty unless backward will run (``for_backward``) and needs the
+    pre-activation. dx_config and dw_config are carried for backward."""
+    y, z = linear_forward(x2d, weight, bias, activation, slope, _config(config), for_backward)
     return y, _none_as_empty(z, y)
 
 
 @linear_fwd.register_fake
-def _(x2d, weight, bias, activation, slope, config, dx_config, dw_config):
+def _(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward):
     y = x2d.new_empty((x2d.shape[0], weight.shape[0]))
-    return y, (y.new_empty(y.shape) if stores_preactivation(activation, slope) else y.new_empty((0,)))
+    keeps_z = for_backward and stores_preactivation(activation, slope)
+    return y, (y.new_empty(y.shape) if keeps_z else y.new_empty((0,)))
 
 
 @torch.library.custom_op("autokernel::linear_bwd", mutates_args=())
@@ -67,7 +68,7 @@ def _(dy, x2d, weight, saved, activation, slope, need_dx, need_dw, need_db, dx_c
 
 
 def _setup_context(ctx, inputs, output):
-    x2d, weight, bias, activation, slope, _config_text, dx_config, dw_config = inputs
+    x2d, weight, bias, activation, slope, _config_text, dx_config, dw_config, _for_backward = inputs
     y, z = output
     if activation == "none":
         saved = None
@@ -88,12 +89,15 @@ def _backward(ctx, grad_y, grad_z):
     dx, dw, db = linear_bwd(grad_y, x2d, weight, saved, activation, slope, need_dx, need_dw, need_db,
                             dx_config, dw_config)
     return (dx if need_dx else None, dw if need_dw else None, db.to(ctx.bias_dtype) if need_db else None,
-            None, None, None, None, None)
+            None, None, None, None, None, None)
 
 
 linear_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def linear2d(x2d, weight, bias, activation: str, slope: float, config, dx_config, dw_config) -> torch.Tensor:
-    """Y = act(x2d @ weight.T + bias) through the registered op (configs as strings)."""
-    return linear_fwd(x2d, weight, bias, activation, slope, config, dx_config, dw_config)[0]
+    """Y = act(x2d @ weight.T + bias) through the registered op (configs as strings).
+    Z is stored only where backward can run: grad mode and requires_grad are known (and
+    guarded on) when dynamo traces this, so inference graphs skip Z's allocation and store."""
+    for_backward = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x2d, weight, bias))
+    return linear_fwd(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward)[0]

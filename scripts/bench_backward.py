@@ -98,7 +98,19 @@ def time_layer(size: int, dtype: torch.dtype, activation: str) -> dict:
 
 def breakdown(size: int, dtype: torch.dtype) -> dict:
     """The pieces of forward and backward at one size (ms, medians)."""
-    from autokernel.autograd import activation_grad_pass
+    from autokernel.kernels.backward import plan_activation_grad
+
+    def grad_pass(dy, z, act):
+        """The elementwise pass as backward runs it: dZ = dY * act'(Z) and db's sums."""
+        launch = plan_activation_grad(dy, z, dy, act, SLOPE, True, False)
+
+        def run():
+            dz = torch.empty_like(dy)
+            partial = torch.empty((launch.grid[0], dy.shape[1]), dtype=torch.float32, device=dy.device)
+            launch(dy, z if z is not None else dy, dz, partial)
+            return partial.sum(0, dtype=dtype)
+
+        return run
 
     x = torch.randn(size, size, device="cuda", dtype=dtype)
     w = torch.randn(size, size, device="cuda", dtype=dtype) / size**0.5
@@ -111,14 +123,15 @@ def breakdown(size: int, dtype: torch.dtype) -> dict:
         "ours GEMM dX": bench(lambda: linear_backward(dy, x, w, None, "none", SLOPE, needs=(True, False, False))),
         "ours GEMM dW": bench(lambda: linear_backward(dy, x, w, None, "none", SLOPE, needs=(False, True, False))),
         "torch db = dY.sum(0)": bench(lambda: dy.sum(0)),
-        "ours db (column sums)": bench(lambda: activation_grad_pass(dy, None, False, "none", SLOPE, dtype)[1]),
+        "ours db (column sums)": bench(lambda: linear_backward(dy, x, w, None, "none", SLOPE,
+                                                               needs=(False, False, True), bias_dtype=dtype)[2]),
     }
     for act in ("leaky_relu", "gelu"):
         grad_fn = {"leaky_relu": lambda: torch.ops.aten.leaky_relu_backward(dy, z, SLOPE, False),
                    "gelu": lambda: torch.ops.aten.gelu_backward(dy, z)}[act]
         out[f"{act}: torch act backward"] = bench(grad_fn)
         out[f"{act}: torch act backward + db"] = bench(lambda: grad_fn().sum(0))
-        out[f"{act}: ours dZ + db pass"] = bench(lambda: activation_grad_pass(dy, z, True, act, SLOPE, dtype)[1])
+        out[f"{act}: ours dZ + db pass"] = bench(grad_pass(dy, z, act))
     with torch.no_grad():
         out["torch fwd addmm+gelu"] = bench(lambda: torch.nn.functional.gelu(torch.addmm(b, x, w.t())))
         out["ours fwd gelu, no grad"] = bench(lambda: autokernel.linear(x, w, b, "gelu"))

@@ -8,9 +8,16 @@
    the same call, so no launch gaps) for cuBLAS, torch linear + bias + gelu, and ours;
 4. a training step at 256^3 against torch autograd, and where our step's host time goes;
 5. torch.compile: graph breaks, and eager / compiled / reduce-overhead per call for a
-   two-layer model on autokernel layers and its torch twin.
+   two-layer model on autokernel layers and its torch twin;
+6. "ratios": the training step and the 256^3 calls in interleaved rounds (median ratios),
+   the figures to compare when the host's speed drifts.
 Run on the device: source scripts/device_env.sh; python3 scripts/launch_overhead.py
+[--sections correctness,ratios,host,shapes,training,compile] [--before PACKAGE]. With
+--before, an older version importable as PACKAGE (a copy of autokernel/ with every
+`autokernel` name renamed) is measured too, in one process: each section first with it,
+then with this checkout (rows labelled "before"/"after"); "ratios" interleaves them.
 """
+import argparse
 import os
 import time
 import traceback
@@ -19,16 +26,29 @@ import torch
 import torch.nn.functional as F
 
 import autokernel as ak
-from autokernel import api
+from autokernel import api, autograd
 from autokernel.autograd import linear_backward, linear_forward
 
 DEV = "cuda"
 RESULTS = []
+LABEL = ""  # which version's rows these are, when --before is given
+
+
+def use(package: str, label: str) -> None:
+    """Measure ``package`` (autokernel, or an older copy of it under another name) from here on."""
+    import importlib
+
+    global ak, api, autograd, linear_backward, linear_forward, LABEL
+    ak = importlib.import_module(package)
+    api = importlib.import_module(f"{package}.api")
+    autograd = importlib.import_module(f"{package}.autograd")
+    linear_backward, linear_forward = autograd.linear_backward, autograd.linear_forward
+    LABEL = label
 
 
 def row(section, name, value, unit="us"):
-    RESULTS.append((section, name, value, unit))
-    print(f"[{section}] {name:58s} {value:10.2f} {unit}", flush=True)
+    RESULTS.append((LABEL, section, name, value, unit))
+    print(f"[{LABEL}{section}] {name:58s} {value:10.2f} {unit}", flush=True)
 
 
 def wall_us(fn, n=1000):
@@ -101,6 +121,35 @@ def section_correctness():
                 print(f"[check] {variant:8s} {m}x{n}x{k} {str(dtype)[6:]:9s} rel_err {max(errs):.2e} "
                       f"cached==jit {same} {'OK' if ok else 'FAIL'}", flush=True)
                 assert ok
+    paths = sorted({_replay_path(p.launch) for p in api._PLANS.values() if hasattr(p, "launch") and p.launch})
+    print(f"[check] replay path of the cached launches: {', '.join(paths)}", flush=True)
+    _check_backward_replay()
+
+
+def _replay_path(launch) -> str:
+    if not hasattr(launch, "direct"):
+        return "n/a (no direct path in this version)" if hasattr(launch, "compiled") else type(launch).__name__
+    return "direct C launch" if launch.direct is not None else "CompiledKernel.run"
+
+
+def _check_backward_replay():
+    # dX, dW, db of one step: the first through the JIT, the next replayed, on the same
+    # inputs: bit-identical, and right against fp32 torch.
+    for dtype in (torch.float16, torch.bfloat16):
+        x = (torch.randn(200, 136, device=DEV, dtype=dtype) / 136 ** 0.5).requires_grad_()
+        w = torch.randn(328, 136, device=DEV, dtype=dtype, requires_grad=True)
+        b = torch.randn(328, device=DEV, dtype=dtype, requires_grad=True)
+        g = torch.randn(200, 328, device=DEV, dtype=dtype)
+        api.clear_launch_cache()
+        runs = [torch.autograd.grad(ak.linear(x, w, b, "gelu"), (x, w, b), g) for _ in range(3)]
+        same = all(torch.equal(a_, b_) for r in runs[1:] for a_, b_ in zip(runs[0], r))
+        xf, wf, bf = (t.detach().float().requires_grad_() for t in (x, w, b))
+        want = torch.autograd.grad(F.gelu(F.linear(xf, wf, bf)), (xf, wf, bf), g.float())
+        err = max(rel(a_, b_) for a_, b_ in zip(runs[-1], want))
+        ok = same and err < 1e-2
+        print(f"[check] backward 200x328x136 {str(dtype)[6:]:9s} rel_err {err:.2e} replayed==jit {same} "
+              f"{'OK' if ok else 'FAIL'}", flush=True)
+        assert ok
 
 
 def section_host_256():
@@ -120,14 +169,46 @@ def section_host_256():
         "autokernel.matmul grouped bias gelu out=": lambda: ak.matmul(a, w.t(), b, "gelu", config=grouped, out=out),
         "autokernel.linear bias gelu (no grad)": lambda: ak.linear(a, w, b, "gelu"),
     }
-    plan = api.gemm_plan(a, w.t(), None, "none", 0.01, cfg("grouped"))
-    rows["cached plan: launch only (no alloc)"] = lambda: plan.fire(a, w.t(), out, None, None)
+    for variant in ("grouped", "tma"):
+        plan = api.gemm_plan(a, w.t(), None, "none", 0.01, cfg(variant))
+        plan.fire(a, w.t(), out, None, None)  # compiles; later calls replay
+        rows[f"cached plan {variant}: launch only (no alloc)"] = (
+            lambda p=plan: p.fire(a, w.t(), out, None, None))
+        if getattr(plan.launch, "direct", None) is not None:
+            jit_run = api.GemmPlan(plan.shape, plan.dtype, plan.device, False, _without_direct(plan.launch))
+            rows[f"cached plan {variant}: launch only, via CompiledKernel.run"] = (
+                lambda p=jit_run: p.fire(a, w.t(), out, None, None))
+            if variant == "grouped":  # would passing addresses instead of tensors pay? (not adopted)
+                operands = (a, w.t(), out, out, out)
+                rows["C launch by hand: tensors"] = _by_hand(plan.launch, operands, False)
+                rows["C launch by hand: data_ptr() ints"] = _by_hand(plan.launch, operands, True)
     for name, fn in rows.items():
         row("256^3 fp16 wall/call", name, wall_us(fn, 3000))
     for name in ("torch F.linear + bias + gelu", "autokernel.matmul grouped", "autokernel.matmul tma"):
         row("256^3 fp16 GPU/call (graph)", name, graph_us(rows[name]))
     for name in ("autokernel.matmul grouped", "autokernel.matmul tma"):
         _profile(name, rows[name])
+
+
+def _by_hand(launch, tensors, as_ints):
+    """The direct launch spelled out, its pointers passed as tensors or as addresses."""
+    g, (function, cooperative, pdl, packed), tail = launch.grid, launch.head, launch.args_tail
+
+    def call():
+        stream = torch._C._cuda_getCurrentRawStream(launch.device_index)
+        args = [t.data_ptr() for t in tensors] if as_ints else tensors
+        launch.direct(g[0], g[1], g[2], stream, function, cooperative, pdl, None, None, packed, None, None, None,
+                      *args, *tail)
+    return call
+
+
+def _without_direct(launch):
+    """A copy of ``launch`` that replays through CompiledKernel.run (the path before the direct one)."""
+    import copy
+
+    twin = copy.copy(launch)
+    twin.direct = None
+    return twin
 
 
 def _profile(title, fn, n=2000):
@@ -145,7 +226,51 @@ def _profile(title, fn, n=2000):
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(10)
     lines = [ln for ln in text.getvalue().splitlines() if ln.strip()][-11:]
-    print(f"==== cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
+    print(f"==== {LABEL}cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
+
+
+def section_ratios(versions):
+    """Ratios that survive the host's drift (back-to-back rows of one run moved by up to
+    30 %): every candidate is timed in each of ROUNDS rounds, in an order rotated per
+    round; per round, its time over the reference's; the median of those ratios."""
+    rounds = 15
+    s = 256
+    dt = torch.float16
+    x = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    w = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    b = torch.randn(s, device=DEV, dtype=dt, requires_grad=True)
+    dy = torch.randn(s, s, device=DEV, dtype=dt)
+    xd, wd, bd = x.detach(), w.detach(), b.detach()
+    steps = {"torch autograd step": lambda: torch.autograd.grad(F.gelu(F.linear(x, w, b)), (x, w, b), dy)}
+    calls = {"torch F.linear + bias + gelu": lambda: F.gelu(F.linear(xd, wd, bd))}
+    for package, label in versions:
+        use(package, label)
+        grouped, tma = cfg("grouped"), cfg("tma")
+        steps[f"{label}autokernel step"] = (
+            lambda m=ak: torch.autograd.grad(m.linear(x, w, b, "gelu"), (x, w, b), dy))
+        calls[f"{label}autokernel.matmul default bias gelu"] = lambda m=ak: m.matmul(xd, wd.t(), bd, "gelu")
+        calls[f"{label}autokernel.linear bias gelu"] = lambda m=ak: m.linear(xd, wd, bd, "gelu")
+        calls[f"{label}autokernel.matmul grouped"] = lambda m=ak, c=grouped: m.matmul(xd, wd.t(), config=c)
+        calls[f"{label}autokernel.matmul tma"] = lambda m=ak, c=tma: m.matmul(xd, wd.t(), config=c)
+    global LABEL
+    LABEL = ""  # the candidates' names carry their versions
+    for tag, group, n in (("train 256^3 fp16 gelu", steps, 200), ("256^3 fp16 wall/call", calls, 1000)):
+        names = list(group)
+        times = {name: [] for name in names}
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(wall_us(group[name], n))
+        ref = names[0]
+        for name in names:
+            ratios = sorted(t / t0 for t, t0 in zip(times[name], times[ref]))
+            row(f"ratios, {tag}, {rounds} rounds", f"{name}: median", sorted(times[name])[rounds // 2])
+            row(f"ratios, {tag}, {rounds} rounds", f"{name} / {ref}: median of rounds", ratios[rounds // 2], "x")
+        for label in {label for _, label in versions}:
+            tma_, grouped_ = times.get(f"{label}autokernel.matmul tma"), times.get(f"{label}autokernel.matmul grouped")
+            if tma_ and grouped_:
+                ratios = sorted(t / g for t, g in zip(tma_, grouped_))
+                row(f"ratios, {tag}, {rounds} rounds", f"{label}matmul tma / grouped: median of rounds",
+                    ratios[rounds // 2], "x")
 
 
 def section_shapes():
@@ -197,6 +322,8 @@ def section_training():
     yt = F.gelu(F.linear(x, w, b))
     row("train 256^3 fp16 gelu", "torch autograd.grad of a kept graph", wall_us(
         lambda: torch.autograd.grad(yt, (x, w, b), dy, retain_graph=True), 1000))
+    _profile("autokernel forward, grad on", lambda: ak.linear(x, w, b, "gelu"))
+    _profile("linear_backward alone", lambda: linear_backward(dy, xd, wd, z, "gelu", 0.01, needs=(True, True, True)))
     _training_diagnostics(x, w, b, dy, ours)
 
 
@@ -217,8 +344,7 @@ def _training_diagnostics(x, w, b, dy, step):
     import gc
     import sys
 
-    from autokernel.autograd import LinearFunction
-
+    LinearFunction = autograd.LinearFunction
     tag = "train 256^3 diagnostics"
     for dev in ("cuda", "cpu"):
         t = torch.randn(256, 256, device=dev, requires_grad=True)
@@ -306,6 +432,8 @@ def section_compile():
                 torch.cuda.synchronize()
                 print(f"[compile] {blocks} blocks {name}: rel err vs torch eager {rel(y, expect):.2e}", flush=True)
                 row(tag, name, wall_us(lambda: model(x), 1000))
+                if blocks == 1 and "reduce-overhead" in name:  # where a replayed call's host time goes
+                    _profile(f"{blocks} block {name}", lambda: model(x), 500)
         if blocks == 1:  # a compiled training step: forward + backward through the registered ops
             torch._dynamo.reset()
             step = torch.compile(lambda t: ours(t).float().square().sum(), fullgraph=True)
@@ -319,14 +447,32 @@ def section_compile():
 if __name__ == "__main__":
     import triton
 
+    sections = {"correctness": section_correctness, "ratios": section_ratios, "host": section_host_256,
+                "shapes": section_shapes, "training": section_training, "compile": section_compile}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default=",".join(sections), help="comma-separated, of: " + ", ".join(sections))
+    parser.add_argument("--before", help="package name of an older autokernel to measure beside this one")
+    args = parser.parse_args()
+    versions = [(args.before, "before "), ("autokernel", "after ")] if args.before else [("autokernel", "")]
     print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
-    for section in (section_correctness, section_host_256, section_shapes, section_training, section_compile):
-        try:
-            section()
-        except Exception:  # one broken section must not hide the others' figures
-            traceback.print_exc()
+    for name in args.sections.split(","):
+        if name == "ratios":  # every version at once, interleaved
+            try:
+                section_ratios(versions)
+            except Exception:
+                traceback.print_exc()
+            continue
+        for package, label in versions:
+            if name == "correctness" and package != "autokernel":
+                continue  # checks the code under test only
+            use(package, label)
+            print(f"#### {label}{name}: {package} from {os.path.dirname(ak.__file__)}", flush=True)
+            try:
+                sections[name]()
+            except Exception:  # one broken section must not hide the others' figures
+                traceback.print_exc()
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "launch_overhead.tsv"), "w") as f:
+        with open(os.path.join(out, os.environ.get("TSV_NAME", "launch_overhead.tsv")), "w") as f:
             for r in RESULTS:
                 f.write("\t".join(map(str, r)) + "\n")

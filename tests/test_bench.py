@@ -120,13 +120,13 @@ def test_backward_json_checks_gradients_and_records_both(hist):
 def test_backward_wrong_gradient_is_a_failed_trial(hist, monkeypatch, corrupt):
     import autokernel.autograd as autograd
 
-    real = autograd.linear_backward
+    real = autograd.BackwardPlan.run  # what LinearFunction.backward and linear_backward run
 
     def broken(*args, **kwargs):
         dx, dw, db = real(*args, **kwargs)
         return dx, None if dw is None else corrupt(dw), db
 
-    monkeypatch.setattr(autograd, "linear_backward", broken)
+    monkeypatch.setattr(autograd.BackwardPlan, "run", broken)
     result = runner.invoke(app, ["bench", "--interpret", "--json", "--backward", "-s", "16", "--repeat", "1"])
     assert result.exit_code == 1
     (r,) = json.loads(result.stdout)

@@ -7,7 +7,7 @@ import autokernel as ak
 from autokernel import api
 from autokernel.evaluate import reference
 
-from conftest import rel_error
+from conftest import FP32_TOL, rel_error
 
 SMALL = dict(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=1, num_stages=1)
 
@@ -150,6 +150,24 @@ def test_compile_fullgraph_traces_autokernel_layers(device):
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
 
 
+def test_compiled_inference_keeps_no_preactivation(device):
+    # Z is stored for backward only: a graph traced under no_grad asks the op for no Z
+    # (one allocation and one M x N store fewer), one traced for training does.
+    torch.manual_seed(2)
+    layer = ak.nn.Linear(16, 8, activation="gelu").to(device)
+    x = torch.randn(4, 16, device=device)
+    flags = {}
+    for grad in (False, True):
+        graphs = []
+        torch._dynamo.reset()
+        with torch.set_grad_enabled(grad):
+            y = torch.compile(layer, backend=_graph_recorder(graphs), fullgraph=True)(x)
+            torch.testing.assert_close(y, layer(x), atol=1e-6, rtol=1e-6)
+        (call,) = [line for line in graphs[0].splitlines() if "autokernel.linear_fwd" in line]
+        flags[grad] = call.split("args = (")[1].split(")")[0].split(", ")[-1]
+    assert flags == {False: "False", True: "True"}
+
+
 def test_compile_aot_eager_backward_through_the_ops(device):
     # aot_eager traces forward and backward with fake tensors: register_fake and
     # register_autograd must agree with the kernels.
@@ -199,3 +217,206 @@ def test_bias_gradient_both_ways(rows, device):
     (want,) = torch.autograd.grad(torch.nn.functional.silu(zf), (zf,), g.float())
     assert db.dtype == torch.float16
     assert rel_error(db, want.sum(0)) < 5e-3
+
+
+# ---- replaying a compiled kernel: the direct C launch and its fallback ----
+# Triton's GPU launcher does not exist here; these fakes have the form of Triton 3.6's
+# (backends/nvidia/driver.py: CudaLauncher.__call__ allocates scratch, then hands every
+# argument to the C ``launch``), so the host logic of each replay path runs on the CPU.
+
+
+class CudaLauncher:
+    """Triton 3.6's CudaLauncher, its ``__call__`` as there; ``launch`` records calls."""
+
+    def __init__(self, global_scratch_size=0, profile_scratch_size=0):
+        self.calls = []
+        self.launch = lambda *args: self.calls.append(args)
+        self.num_ctas = 1
+        self.global_scratch_size, self.global_scratch_align = global_scratch_size, 128
+        self.profile_scratch_size, self.profile_scratch_align = profile_scratch_size, 1
+        self.launch_cooperative_grid, self.launch_pdl = False, False
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        from triton.runtime import _allocation
+
+        def allocate_scratch(size, align, allocator):
+            if size > 0:
+                return allocator.get()(gridX * gridY * gridZ * self.num_ctas * size, align, stream)
+            return None
+
+        global_scratch = allocate_scratch(self.global_scratch_size, self.global_scratch_align, _allocation._allocator)
+        profile_scratch = allocate_scratch(self.profile_scratch_size, self.profile_scratch_align,
+                                           _allocation._profile_allocator)
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    global_scratch, profile_scratch, *args)
+
+
+class LaterCudaLauncher(CudaLauncher):
+    """A launcher of another form (Triton 3.9 passes metadata and hooks by name)."""
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, launch_enter_hook,
+                 launch_exit_hook, *args):
+        self.launch(gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, launch_enter_hook,
+                    launch_exit_hook, *args)
+
+
+LaterCudaLauncher.__name__ = "CudaLauncher"
+
+
+class _Compiled:
+    function, packed_metadata = 0xF00, (4, 1, 0)
+
+    def __init__(self, run):
+        self.run = run
+
+    def launch_metadata(self, grid, stream, *args):
+        return {"grid": grid}
+
+
+class _Kernel:
+    """A @triton.jit stand-in: ``fn[grid](...)`` records the JIT launch."""
+
+    arg_names = ["a_ptr", "b_ptr", "M", "slope", "BLOCK"]
+
+    def __init__(self, run):
+        self.compiled, self.jit_calls = _Compiled(run), []
+
+    def __getitem__(self, grid):
+        def jit(*args, **kwargs):
+            self.jit_calls.append((grid, args, kwargs))
+            return self.compiled
+        return jit
+
+
+class _Buffer:
+    """A scratch buffer stand-in: what Triton's C launcher reads off one is its address."""
+
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+@pytest.fixture
+def gpu_stand_ins(monkeypatch):
+    """The CUDA calls a replay makes: stream 77, no graph capture (``capturing[0]``), and
+    scratch buffers, each new one 0x1000 bytes above the last, recorded as (size, stream)."""
+    from autokernel.kernels import launch as launch_module
+
+    scratch, capturing = [], [False]
+
+    def fake_scratch(size, stream):
+        scratch.append((size, stream))
+        return _Buffer(0x1000 * len(scratch))
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: capturing[0], raising=False)
+    monkeypatch.setattr(launch_module, "scratch_buffer", fake_scratch)
+    return scratch, capturing
+
+
+def _replayed(runner, scratch_size=0):
+    from autokernel.kernels.launch import KernelLaunch
+
+    kernel = _Kernel(runner)
+    launch = KernelLaunch(kernel, (3, 2), (12, 0.5), {"BLOCK": 16}, {"num_warps": 4},
+                          torch.device("cuda", 0), interpret=False)
+    return kernel, launch
+
+
+def test_direct_launch_passes_what_the_launcher_would(gpu_stand_ins, monkeypatch):
+    from triton import knobs
+    from triton.runtime import _allocation
+
+    scratch, capturing = gpu_stand_ins
+    monkeypatch.setattr(_allocation, "_allocator", _allocation.ContextVar("test_allocator",
+                                                                          default=_allocation.NullAllocator()))
+    runner = CudaLauncher(global_scratch_size=256)
+    kernel, launch = _replayed(runner)
+    a, b = torch.ones(2), torch.zeros(3)
+    launch(a, b)  # the JIT: compiles, launches, and hands over its compiled kernel
+    assert len(kernel.jit_calls) == 1 and kernel.jit_calls[0][1] == (a, b, 12, 0.5)
+    assert launch.direct is runner.launch and launch.scratch_bytes == 3 * 2 * 256
+    launch(a, b)  # no hook set: the C launch directly
+    hook = lambda metadata: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        launch(a, b)  # a profiler's hook: through CudaLauncher.__call__, hooks and metadata passed
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(kernel.jit_calls) == 1 and len(runner.calls) == 2
+    direct, wrapped = runner.calls
+    assert direct[10:13] == (None, None, None)  # launch metadata and hooks: nothing to call
+    assert wrapped[10] == {"grid": (3, 2, 1)} and wrapped[11] is knobs.runtime.launch_enter_hook
+    # The scratch: the cached buffer's address, where the wrapped call passed the buffer
+    # that the allocator autokernel installed returned. Everything else equal.
+    assert direct[7] == 0x1000 and wrapped[7].data_ptr() == 0x2000
+    assert direct[:7] + direct[8:10] + direct[13:] == wrapped[:7] + wrapped[8:10] + wrapped[13:]
+    assert direct == (3, 2, 1, 77, 0xF00, False, False, 0x1000, None, (4, 1, 0), None, None, None,
+                      a, b, 12, 0.5, 16)
+    assert scratch == [(1536, 77), (1536, 77)]
+    launch(a, b)  # the stream's prefix is reused: no new scratch
+    capturing[0] = True
+    launch(a, b)  # a CUDA graph is being captured: a scratch buffer of its own
+    assert scratch == [(1536, 77), (1536, 77), (1536, 77)]
+    assert runner.calls[2] == direct and runner.calls[3][7].data_ptr() == 0x3000
+
+
+def test_direct_launch_follows_the_current_stream(gpu_stand_ins, monkeypatch):
+    from triton import knobs
+
+    streams = iter([77, 78, 77, 77])
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: next(streams), raising=False)
+    runner = CudaLauncher()
+    kernel, launch = _replayed(runner)
+    a = torch.ones(2)
+    launch(a, a)  # JIT (stream 77 is Triton's business there)
+    for _ in range(3):
+        launch(a, a)
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", lambda metadata: None)  # a plain callable, no chain
+    launch(a, a)  # through CompiledKernel.run, which calls it
+    assert [call[3] for call in runner.calls] == [77, 78, 77, 77]
+    assert [call[12] is None for call in runner.calls] == [True, True, True, False]
+
+
+@pytest.mark.parametrize("runner", [LaterCudaLauncher(), CudaLauncher(profile_scratch_size=64)],
+                         ids=["another launcher form", "profile scratch wanted"])
+def test_launchers_of_another_form_replay_through_compiled_run(runner, gpu_stand_ins, monkeypatch):
+    from triton.runtime import _allocation
+
+    class ProfileAllocator:  # what a profiler (proton) installs when it instruments kernels
+        def get(self):
+            return lambda size, align, stream: ("profile scratch", size)
+
+    monkeypatch.setattr(_allocation, "_profile_allocator", ProfileAllocator())
+    kernel, launch = _replayed(runner)
+    a = torch.ones(2)
+    for _ in range(3):
+        launch(a, a)
+    assert launch.direct is None and len(kernel.jit_calls) == 1 and len(runner.calls) == 2
+    for call in runner.calls:  # as JITFunction.run calls it: grid, stream, function, metadata, hooks, arguments
+        assert call[:5] == (3, 2, 1, 77, 0xF00) and call[-5:] == (a, a, 12, 0.5, 16)
+
+
+def test_backward_plans_follow_the_gradient_layout(device):
+    # LinearFunction caches backward plans per layout of dY and gradients wanted: a
+    # gradient of new strides (an expanded one from .sum(), a transposed one) or a new
+    # set of wanted gradients must not reuse a plan made for another.
+    torch.manual_seed(3)
+    w = torch.randn(20, 24, device=device, requires_grad=True)
+    b = torch.randn(20, device=device, requires_grad=True)
+    x = torch.randn(2, 9, 24, device=device, requires_grad=True)
+    g = torch.randn(2, 20, 9, device=device).transpose(1, 2)  # [2, 9, 20], not contiguous
+
+    def grads(fn, wanted):
+        got = torch.autograd.grad(fn(ak.linear(x, w, b, "gelu")), wanted)
+        ref = torch.autograd.grad(fn(torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b))), wanted)
+        for a_, r in zip(got, ref):
+            torch.testing.assert_close(a_, r, atol=FP32_TOL, rtol=FP32_TOL)
+
+    for _ in range(2):  # the second round replays every plan
+        grads(lambda y: (y * g).sum(), (x, w, b))
+        grads(lambda y: y.sum(), (x, w, b))  # dY expanded: strides (0, 0, 0)
+        grads(lambda y: (y * g).sum(), (w,))  # dW alone
+        grads(lambda y: y.sum(), (x, b))

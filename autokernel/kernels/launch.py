@@ -5,20 +5,90 @@ every argument (``native_specialize_impl`` per argument), hashes a cache key, lo
 compiled kernel up and only then calls its launcher. A ``KernelLaunch`` is made for one
 layout (shapes, strides, dtypes, 16-byte alignment of each pointer, config, device),
 which fixes everything the JIT would recompute, so after its first launch through the
-JIT it calls the compiled kernel's launcher directly with the same arguments. Whoever
-holds a ``KernelLaunch`` must call it only with tensors of the layout it was made for:
-``api`` keys its caches on exactly that.
+JIT it replays the same arguments. Whoever holds a ``KernelLaunch`` must call it only
+with tensors of the layout it was made for: ``api`` keys its caches on exactly that.
+
+Replay goes one of two ways:
+- direct: the C function that Triton 3.6's ``CudaLauncher`` wraps, called with
+  pre-resolved arguments. The wrapper (``CompiledKernel.run``) otherwise costs, per
+  launch, a Python frame that asks the allocator ContextVar for global and profile
+  scratch, a ``launch_metadata`` dict and two calls of Triton's (empty) launch-hook
+  chains. Taken only where the launcher has exactly that form (``_c_launcher``), no
+  profile scratch is wanted and no launch hook is set (checked per call: profilers
+  such as proton add hooks at any time).
+- else ``CompiledKernel.run``, as ``JITFunction.run`` calls it (Triton >= 3.4), which
+  asks Triton's allocator for scratch: ``scratch_allocator`` where none is set.
+Under the interpreter every call takes the JIT path.
 """
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
+import triton
+from triton.runtime import _allocation
 
 try:
     from triton import knobs as _knobs
 except ImportError:  # Triton < 3.4 passes its launch hooks otherwise: stay on the JIT path there
     _knobs = None
+
+# The parameters of Triton 3.6's CudaLauncher.__call__, whose body the direct path replays:
+# scratch from the allocators, then launch(grid, stream, function, cooperative, pdl,
+# global_scratch, profile_scratch, *args) with args = (packed metadata, launch metadata,
+# enter hook, exit hook, *kernel arguments).
+_LAUNCHER_36 = ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+
+
+def _c_launcher(compiled):
+    """The function that ``compiled.run`` (a Triton 3.6 ``CudaLauncher``) hands its
+    arguments to, or None where the launcher has another form (other Triton versions,
+    other backends) or wants profile scratch (an instrumented kernel)."""
+    run = compiled.run
+    if type(run).__name__ != "CudaLauncher" or not callable(getattr(run, "launch", None)):
+        return None
+    try:
+        params = list(inspect.signature(type(run).__call__).parameters)
+    except (TypeError, ValueError):
+        return None
+    if params != _LAUNCHER_36 or getattr(run, "profile_scratch_size", 1) != 0:
+        return None
+    return run.launch
+
+
+def _hooks_quiet(runtime) -> bool:
+    """True when no Triton launch hook would run: each is unset or an empty ``HookChain``."""
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    try:
+        return (enter is None or not enter.calls) and (leave is None or not leave.calls)
+    except AttributeError:  # a hook that is no chain (a plain callable): let CompiledKernel.run call it
+        return False
+
+
+_SCRATCH: dict[int, torch.Tensor] = {}
+
+
+def scratch_buffer(size: int, stream: int) -> torch.Tensor:
+    """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
+    stream handle, unique across devices) of the current device: one cached buffer per
+    stream, since launches on one stream run in order and may share it."""
+    if torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
+        # A CUDA graph owns what is allocated while it is captured: a temporary there,
+        # or the graph pool could hand the cached buffer to another tensor.
+        return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
+    buf = _SCRATCH.get(stream)
+    if buf is None or buf.numel() < size:
+        buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
+        _SCRATCH[stream] = buf
+    return buf
+
+
+def scratch_allocator(size: int, alignment: int, stream) -> torch.Tensor:
+    """``scratch_buffer`` as a Triton allocator (``triton.set_allocator``). torch's
+    allocations are 512-byte aligned, more than Triton asks for."""
+    return scratch_buffer(size, stream)
 
 
 class KernelLaunch:
@@ -28,7 +98,8 @@ class KernelLaunch:
     the runtime parameters after them and ``constexprs`` the rest, both fixed here.
     """
 
-    __slots__ = ("fn", "grid", "scalars", "kwargs", "args_tail", "device_index", "interpret", "compiled")
+    __slots__ = ("fn", "grid", "scalars", "kwargs", "args_tail", "device_index", "interpret", "compiled",
+                 "direct", "head", "scratch_bytes", "cached")
 
     def __init__(self, fn, grid: tuple[int, ...], scalars: tuple, constexprs: dict, options: dict,
                  device: torch.device, interpret: bool):
@@ -46,14 +117,38 @@ class KernelLaunch:
             self.args_tail = (*scalars, *(constexprs[name] for name in names))
         self.device_index = device.index if device.type == "cuda" else None
         self.interpret = interpret
-        self.compiled = None
+        self.compiled = self.direct = self.head = self.cached = None
+        self.scratch_bytes = 0
 
     def __call__(self, *tensors: torch.Tensor) -> None:
+        direct = self.direct
+        if direct is not None and _hooks_quiet(_knobs.runtime):
+            stream = torch._C._cuda_getCurrentRawStream(self.device_index)
+            if self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
+                # The graph being captured gets a scratch buffer of its own (scratch_buffer).
+                prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
+            else:
+                cached = self.cached  # (stream, prefix, scratch): one attribute, so threads see a consistent triple
+                if cached is not None and cached[0] == stream:
+                    prefix = cached[1]
+                else:
+                    # The stream's cached scratch, held here too: its address in the prefix
+                    # stays valid after another launch grows the stream's buffer.
+                    scratch = scratch_buffer(self.scratch_bytes, stream) if self.scratch_bytes else None
+                    prefix = self._prefix(stream, None if scratch is None else scratch.data_ptr())
+                    self.cached = (stream, prefix, scratch)
+            direct(*prefix, *tensors, *self.args_tail)
+            return
+        if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+            # Kernels that make TMA descriptors on the device ask Triton's allocator for
+            # scratch. It lives in a ContextVar: one set in the main thread is not seen in
+            # autograd's device threads, where backward GEMMs run; install ours where unset.
+            triton.set_allocator(scratch_allocator)
         compiled = self.compiled
         if compiled is None:
             kernel = self.fn[self.grid](*tensors, *self.scalars, **self.kwargs)
             if not self.interpret and _knobs is not None:
-                self.compiled = kernel.result() if hasattr(kernel, "result") else kernel  # async compile mode
+                self._replay_with(kernel.result() if hasattr(kernel, "result") else kernel)  # async compile mode
             return
         g = self.grid
         stream = torch._C._cuda_getCurrentRawStream(self.device_index)
@@ -61,3 +156,24 @@ class KernelLaunch:
         rt = _knobs.runtime  # profilers (proton) install launch hooks here: honour them as the JIT does
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
                      compiled.launch_metadata(g, stream, *args), rt.launch_enter_hook, rt.launch_exit_hook, *args)
+
+    def _prefix(self, stream: int, scratch) -> tuple:
+        """The C launch's arguments before the kernel's: grid, stream, function, launch
+        flags, global and profile scratch, packed metadata, launch metadata and hooks
+        (None: no hook runs, so none needs metadata)."""
+        function, cooperative, pdl, packed = self.head
+        return (*self.grid, stream, function, cooperative, pdl, scratch, None, packed, None, None, None)
+
+    def _replay_with(self, compiled) -> None:
+        """Replay later calls on ``compiled``: directly where its launcher allows."""
+        self.compiled = compiled
+        launch = _c_launcher(compiled)
+        if launch is None:
+            return
+        run = compiled.run
+        g = self.grid
+        size = run.global_scratch_size
+        # CudaLauncher's own sizing: bytes per CTA times every CTA of the grid.
+        self.scratch_bytes = g[0] * g[1] * g[2] * run.num_ctas * size if size > 0 else 0
+        self.head = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, compiled.packed_metadata)
+        self.direct = launch

@@ -16,9 +16,7 @@ staging buffer) and ``flatten`` (the tile and K loops fused into one pipelined l
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
 falls back to the pointer kernel. The device-made descriptors live in a small global
-scratch buffer that Triton asks its allocator for at each launch: ``_TmaLaunch``
-installs one that hands out a cached buffer per stream (launches on one stream run in
-order, so they may share it) wherever none is set.
+scratch buffer, one cached per stream: ``KernelLaunch`` passes it (kernels/launch.py).
 """
 
 import functools
@@ -26,7 +24,6 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from triton.runtime import _allocation
 
 from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import KernelLaunch
@@ -168,43 +165,6 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-class _ScratchAllocator:
-    """Triton's global-scratch allocator: one buffer per stream, grown on demand."""
-
-    def __init__(self):
-        self.buffers: dict[int, torch.Tensor] = {}
-
-    def __call__(self, size: int, alignment: int, stream):
-        if torch.cuda.is_current_stream_capturing():
-            # A CUDA graph owns what is allocated while it is captured: a temporary
-            # there, or the graph pool could hand a cached buffer to another tensor.
-            return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
-        buf = self.buffers.get(stream)
-        if buf is None or buf.numel() < size:
-            # Stream handles are unique across devices; the launch runs on the current one.
-            buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
-            self.buffers[stream] = buf
-        return buf
-
-
-_SCRATCH = _ScratchAllocator()
-
-
-class _TmaLaunch(KernelLaunch):
-    """A launch of the TMA kernel, whose device-made descriptors need Triton's allocator.
-
-    Triton keeps its allocator in a ContextVar, so one set in the main thread is not seen
-    by autograd's device threads, where backward GEMMs run: check at every launch (a
-    ContextVar read), and install ours where none is set."""
-
-    __slots__ = ()
-
-    def __call__(self, *tensors) -> None:
-        if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-            triton.set_allocator(_SCRATCH)
-        super().__call__(*tensors)
-
-
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
                     z=None) -> KernelLaunch:
     """The persistent TMA kernel's launch for operands laid out like these, called as
@@ -216,7 +176,7 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     num_sms = _num_sms(c.device)
     zz = z if z is not None else c
-    return _TmaLaunch(
+    return KernelLaunch(
         _matmul_tma_kernel,
         (min(num_sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
         (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
