@@ -284,9 +284,13 @@ def _best_trial(result: "TuneResult") -> dict | None:
     best = result.best
     if best is None:
         return None
+    from autokernel.tuning.space import config_key
+
     row = best.row or {}
+    # this_run: first tried in this run (an earlier run's winner re-timed now was not)
+    found = any(config_key(t.config) == config_key(best.config) for t in result.trials if t.config is not None)
     return {"config": best.config, "ms": row.get("ms"), "gpu_ms": row.get("gpu_ms"), "tflops": row.get("tflops"),
-            "rank_ms": best.ms, "this_run": row.get("run_id") == result.run_id}
+            "rank_ms": best.ms, "this_run": found}
 
 
 def _render(outcome: dict) -> None:
