@@ -341,7 +341,7 @@ def is_triton_forward(df: "pd.DataFrame") -> "pd.Series":
 
 
 RETIMED = "re-timed"
-"""The note that ends a row measured again by the tuner (a winner suspiciously far ahead)."""
+"""The note that ends a row measured again by the tuner (its leaders, side by side, when a problem's tuning ends)."""
 
 
 def is_retimed(note: Any) -> bool:
