@@ -9,7 +9,14 @@ event time (timing.time_fn, L2 flushed, median) and GPU time by CUDA-graph repla
 repeats bit for bit. Rows are written as they come (JSON lines) so that a run cut short
 keeps what it measured; a summary prints each shape's best of each kind and the ratios.
 
-Run on the device: source scripts/device_env.sh; python3 scripts/streamk_gpu.py --out FILE
+With --diagnose (a second run, fp16): where the time goes. For the same tile, the one-pass
+grouped kernel, the stream-K kernel with no tile split (persistent, data-parallel only:
+``split_tail=False``), stream-K on one program per SM and on two (the one-pass kernel
+may run two programs per SM where shared memory allows; stream-K's waits are only on
+lower program ids, so more programs than fit at once cannot deadlock), on the shapes
+above and on shapes with less than one wave of tiles (all tail: the stream-K phase alone).
+
+Run on the device: source scripts/device_env.sh; python3 scripts/streamk_gpu.py --out FILE [--diagnose]
 """
 
 import argparse
@@ -55,7 +62,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget-s", type=float, default=170.0, help="start no evaluation after this")
+    parser.add_argument("--diagnose", action="store_true", help="the breakdown run (see the module docstring)")
     args = parser.parse_args()
+    if args.diagnose:
+        return diagnose(args.out, args.budget_s)
     sms = _num_sms(torch.device("cuda"))
     print(f"{runtime.device_name()}, {sms} SMs, torch {torch.__version__}", flush=True)
     print("stream-K repeats bit for bit (2048x2816x1024, 128x128):",
@@ -93,6 +103,65 @@ def main() -> None:
                           f"{trial.status:8s} gpu {trial.gpu_ms or float('nan'):.4f} ms  "
                           f"event {trial.ms or float('nan'):.4f} ms  err {trial.rel_error or 0:.1e}", flush=True)
     summary(rows)
+
+
+DIAGNOSE_SHAPES = [(2048, 2816, 1024), (4096, 2816, 2048), (1024, 1408, 1024), (1024, 1408, 4096)]
+
+
+def diagnose(out: str, budget_s: float) -> None:
+    from autokernel import api, timing
+    from autokernel.evaluate import relative_error
+    from autokernel.kernels.streamk import plan_matmul_streamk
+
+    sms = _num_sms(torch.device("cuda"))
+    print(f"{runtime.device_name()}, {sms} SMs, torch {torch.__version__} (diagnose)", flush=True)
+    jobs = []  # (shape, name, config, launch, sets, reference)
+    for m, n, k in DIAGNOSE_SHAPES:
+        def make(i, m=m, n=n, k=k):
+            g = torch.Generator(device="cuda").manual_seed(i)
+            a = torch.randn(m, k, device="cuda", generator=g).div_(k ** 0.5).half()
+            b = torch.randn(k, n, device="cuda", generator=g).half()
+            return a, b, torch.empty(m, n, device="cuda", dtype=torch.float16)
+
+        sets = timing.make_input_sets(make, (m * k + k * n + m * n) * 2, max_sets=timing.GRAPH_INPUT_SETS)
+        a0, b0, c0 = sets[0]
+        ref = a0.float() @ b0.float()
+        jobs.append(((m, n, k), "cublas", None, lambda a, b, c: torch.matmul(a, b, out=c), sets, ref))
+        for bm, bn, stages in ((128, 128, 3), (128, 128, 4), (128, 256, 3)):
+            grouped = tile(bm, bn, 8, stages, "grouped")
+            sk = tile(bm, bn, 8, stages, "grouped", True)
+            jobs.append(((m, n, k), f"one-pass {grouped.short()}", grouped,
+                         api._plan_kernel(a0, b0, c0, None, "none", 0.0, grouped, None), sets, ref))
+            tma = tile(bm, bn, 8, stages, "tma")
+            jobs.append(((m, n, k), f"tma {tma.short()}", tma,
+                         api._plan_kernel(a0, b0, c0, None, "none", 0.0, tma, None), sets, ref))
+            for programs, split in ((sms, False), (sms, True), (2 * sms, True)):
+                name = f"{'stream-K' if split else 'persistent'} P={programs} {grouped.short()}"
+                jobs.append(((m, n, k), name, sk, plan_matmul_streamk(a0, b0, c0, None, "none", 0.0, sk, False,
+                                                                      programs=programs, split_tail=split), sets, ref))
+    # Two programs per SM last: they rely on lower ids being scheduled first; a hang there
+    # loses nothing measured before it.
+    jobs.sort(key=lambda job: f"P={2 * sms}" in job[1])
+    start = time.monotonic()
+    with open(out, "w") as sink:
+        for (m, n, k), name, config, launch, sets, ref in jobs:
+            if time.monotonic() - start > budget_s:
+                print(f"budget spent: {m}x{n}x{k} {name} not measured", flush=True)
+                continue
+            fn = launch if config is None else (lambda a, b, c, launch=launch: launch(a, b, c, c, c))
+            a0, b0, c0 = sets[0]
+            c0.fill_(float("nan"))
+            fn(a0, b0, c0)
+            err = relative_error(c0, ref)
+            gpu_ms = timing.gpu_time(fn, rotate=sets)
+            event_ms = timing.time_fn(fn, rotate=sets[:timing.input_set_count((m * k + k * n + m * n) * 2)]).ms
+            tail = None if config is None else tail_split(m, n, k, config.block_m, config.block_n, 64, sms)[0]
+            row = dict(m=m, n=n, k=k, dtype="float16", variant=name, tail_tiles=tail, rel_error=err,
+                       gpu_ms=gpu_ms, event_ms=event_ms)
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            print(f"{time.monotonic() - start:6.1f}s {m}x{n}x{k} {name:44s} gpu {gpu_ms:.4f} ms  "
+                  f"event {event_ms:.4f} ms  err {err:.1e}", flush=True)
 
 
 def summary(rows: list[dict]) -> None:

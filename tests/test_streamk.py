@@ -66,6 +66,17 @@ def test_tails_odd_shapes_transposed_views(case, layout, device):
     assert rel_error(out, reference(a, b, bias, "gelu_tanh")) < 1e-2
 
 
+def test_split_tail_off_is_the_persistent_data_parallel_kernel(device):
+    """split_tail=False (the baseline scripts/streamk_gpu.py times) splits no tile and
+    still computes every tile, the tail's whole."""
+    a, b, bias = inputs(40, 50, 100, torch.float16, device, seed=4)
+    c = torch.full((40, 50), float("nan"), dtype=torch.float16, device=device)
+    launch = plan_matmul_streamk(a, b, c, bias, "relu", 0.0, cfg(), True, programs=5, split_tail=False)
+    launch(a, b, c, bias, c)
+    assert launch.sk_tiles == 0
+    assert rel_error(c, reference(a, b, bias, "relu")) < 1e-2
+
+
 def test_tail_split_geometry():
     # 2048x2816 in 128x128 tiles on 132 SMs: 352 tiles, 2 whole waves and 88 tail tiles
     # whose 16 K steps (K=1024, block_k 64) are spread 11 per program.

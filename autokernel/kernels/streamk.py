@@ -150,17 +150,21 @@ class StreamKLaunch:
 
 
 def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None,
-                        programs: int | None = None) -> StreamKLaunch:
+                        programs: int | None = None, split_tail: bool = True) -> StreamKLaunch:
     """The stream-K launch of C = act(A @ B + bias) for operands laid out like these
     (shapes already checked; M, N > 0; K may be 0: no tile is split then). ``programs``:
     the persistent grid, by default one program per SM (3 under the interpreter, as for
-    the TMA kernel); tests set it to place the tail. With ``z``, Z = A @ B + bias too."""
+    the TMA kernel); tests set it to place the tail. With ``z``, Z = A @ B + bias too.
+    ``split_tail=False`` splits no tile: the same persistent kernel, data-parallel only,
+    the baseline that shows what the split itself costs or gains (scripts/streamk_gpu.py)."""
     from autokernel.kernels.matmul_tma import _num_sms
 
     M, K = a.shape
     N = b.shape[1]
     programs = programs or _num_sms(c.device)
     sk_tiles, iters_per_program = tail_split(M, N, K, config.block_m, config.block_n, config.block_k, programs)
+    if not split_tail:
+        sk_tiles = 0
     zz = z if z is not None else c
     kernel = KernelLaunch(
         _streamk_kernel,
