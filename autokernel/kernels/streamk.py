@@ -19,9 +19,10 @@ the R tail tiles along K over all P programs. One persistent kernel, grid P:
    the lock to 0 for the next launch and runs the shared epilogue (bias, Z, activation).
 3. Data-parallel phase: the remaining T - R tiles, whole waves, tile ``R + pid + i*P``.
 
-Waiting needs every program resident at once: the grid is one program per SM, as for
-any persistent kernel. Under Triton's interpreter programs run one after another in id
-order, so an owner's helpers (lower ids) have always finished: the waits return at once.
+An owner waits only on lower program ids, which the GPU schedules first (and with one
+program per SM all are resident at once; two per SM, where only one fits, also ran
+correctly on the H100). Under Triton's interpreter programs run one after another in id
+order, so an owner's helpers have always finished and the waits return at once.
 """
 
 import torch
