@@ -300,7 +300,11 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
     allow descriptors, else the grouped pointer kernel. The interpreter runs the TMA
     kernel only for an explicit "tma", so tests can exercise it. A config with split_k > 1
     takes the split-K kernels (pointer loads) whatever its variant: the TMA kernel has no
-    split-K, and the config asked for it."""
+    split-K, and the config asked for it. Likewise stream_k takes the stream-K kernel."""
+    if config.stream_k:
+        from autokernel.kernels.streamk import plan_matmul_streamk
+
+        return plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
     if config.split_k > 1:
         from autokernel.kernels.splitk import plan_matmul_splitk
 

@@ -50,6 +50,10 @@ class KernelConfig(BaseModel):
     store's staging buffer is that many times smaller (room for more stages). flatten:
     Triton fuses the tile loop and the K loop into one software-pipelined loop, so the
     next tile's loads are in flight during this tile's epilogue.
+    stream_k: the data-parallel + stream-K hybrid for tail waves (kernels/streamk.py): a
+    persistent grid of one program per SM runs the full waves of tiles whole and splits
+    the last, partial wave's tiles along K over all SMs. Pointer loads whatever the
+    variant, as for split-K, and not with split_k > 1.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,6 +69,7 @@ class KernelConfig(BaseModel):
     warp_specialize: bool = False
     epilogue_subtile: int = 1
     flatten: bool = False
+    stream_k: bool = False
 
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
@@ -119,6 +124,12 @@ class KernelConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _check_stream_k(self) -> "KernelConfig":
+        if self.stream_k and self.split_k > 1:
+            raise ValueError("stream_k and split_k > 1 are two ways to split K: pick one")
+        return self
+
+    @model_validator(mode="after")
     def _check_tile_vs_warps(self) -> "KernelConfig":
         # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
         if self.block_m * self.block_n < self.num_warps * 256:
@@ -156,7 +167,8 @@ class KernelConfig(BaseModel):
 
     def short(self) -> str:
         """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
-        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten)."""
+        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten,
+        sk for stream_k)."""
         label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
         if self.variant != "auto":
             label += f" {self.variant}"
@@ -168,6 +180,8 @@ class KernelConfig(BaseModel):
             label += f" st{self.epilogue_subtile}"
         if self.flatten:
             label += " fl"
+        if self.stream_k:
+            label += " sk"
         return label
 
     def to_json(self) -> str:

@@ -102,6 +102,24 @@ def splitk_variants():
         yield f"splitk_reduce {dtype} {act} split_k={split_k}", _splitk_reduce_kernel, sig, consts, {"num_warps": 4}
 
 
+def streamk_variants():
+    """The stream-K kernel (kernels/streamk.py)."""
+    from autokernel.kernels.streamk import _streamk_kernel
+
+    for dtype, act, even_k, index_64 in [("float16", "gelu_tanh", True, False), ("bfloat16", "relu", False, False),
+                                         ("float32", "silu", False, True), ("float16", "none", True, False)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t, "ws_ptr": "*fp32", "locks_ptr": "*i32"}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                             "stride_cm", "stride_cn", "stride_zm", "stride_zn", "stride_bias")})
+        sig.update(slope="fp32", sk_tiles="i32", iters_per_program="i32")
+        consts = dict(HAS_BIAS=act != "none", STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False,
+                      INDEX_64=index_64, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8,
+                      NUM_PROGRAMS=132)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"streamk {dtype} {act} even_k={even_k}", _streamk_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+
+
 def backward_variants():
     """The elementwise kernels of the linear layer's forward and backward."""
     from autokernel.kernels.backward import _activation_grad_kernel
@@ -120,6 +138,7 @@ def variants():
     yield from matmul_variants()
     yield from matmul_tma_variants()
     yield from splitk_variants()
+    yield from streamk_variants()
     yield from backward_variants()
 
 

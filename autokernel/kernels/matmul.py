@@ -53,6 +53,34 @@ def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stri
 
 
 @triton.jit
+def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
+             stride_am, stride_ak, stride_bk, stride_bn,
+             EVEN_K: tl.constexpr, UPCAST: tl.constexpr, INDEX_64: tl.constexpr,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """(acc, offs_m, offs_n): the float32 product of output tile (pid_m, pid_n) over
+    ``iters`` BLOCK_K steps of K from step ``k_iter`` (a slice of the K loop, for the
+    split-K and stream-K kernels), with the tile's row and column indices."""
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # As in the one-pass kernel: edge rows/cols wrap onto valid ones, the store masks them.
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    k_first = k_iter * BLOCK_K
+    abs_k = k_first + offs_k
+    if INDEX_64:
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+        abs_k = abs_k.to(tl.int64)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + abs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + abs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
+                       EVEN_K, UPCAST, BLOCK_K)
+    return acc, offs_m, offs_n
+
+
+@triton.jit
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
     M, N, K,

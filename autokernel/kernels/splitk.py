@@ -20,7 +20,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch
-from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, accumulate_k, grouped_tile
+from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, tile_acc
 
 _REDUCE_WARPS = 4
 
@@ -44,25 +44,9 @@ def _splitk_partial_kernel(
     first_iter = pid_s * iters_per_split
     # The last slices cover what is left of K: possibly less than the others, or nothing.
     iters = tl.minimum(iters_per_split, tl.cdiv(K, BLOCK_K) - first_iter)
-    k_first = first_iter * BLOCK_K
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # As in the one-pass kernel: edge rows/cols wrap onto valid ones, the store masks them.
-    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
-    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    abs_k = k_first + offs_k
-    if INDEX_64:
-        offs_am = offs_am.to(tl.int64)
-        offs_bn = offs_bn.to(tl.int64)
-        abs_k = abs_k.to(tl.int64)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + abs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + abs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
-                       EVEN_K, UPCAST, BLOCK_K)
+    acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, first_iter, iters, M, N, K,
+                                   stride_am, stride_ak, stride_bk, stride_bn,
+                                   EVEN_K, UPCAST, INDEX_64, BLOCK_M, BLOCK_N, BLOCK_K)
 
     slice_start = pid_s * slice_size  # slice_size = M * N
     if INDEX_64:

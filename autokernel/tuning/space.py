@@ -28,6 +28,7 @@ GPU_CHOICES: dict[str, tuple] = {
     "warp_specialize": (False, True),
     "epilogue_subtile": (1, 2),
     "flatten": (False, True),
+    "stream_k": (False, True),
 }
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
@@ -35,6 +36,7 @@ _WS_NUM_WARPS = 4  # Hopper warp specialization happens at num_warps=4 only (doc
 _WS_CONSUMER_GROUPS = 2  # ...and then splits the tile over two consumer warpgroups beside a producer
 _SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
 _LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
+_MAX_TAIL_FILL = 0.875  # stream-K only where the last wave leaves at least 1/8 of the SMs idle
 
 # Under the interpreter each program is Python: small tiles, one stage, few warps.
 INTERPRETER_CHOICES: dict[str, tuple] = {
@@ -50,6 +52,9 @@ INTERPRETER_CHOICES: dict[str, tuple] = {
     "warp_specialize": (False,),
     "epilogue_subtile": (1,),
     "flatten": (False,),
+    # Stream-K is checked on the CPU by tests that set its program count; tuning under the
+    # interpreter (3 programs) would only double the space.
+    "stream_k": (False,),
 }
 
 PARAMS = tuple(GPU_CHOICES)
@@ -77,14 +82,20 @@ class SearchSpace:
     """A space for a GPU: register-pressure and tile-width rules apply (not under the interpreter)."""
     allowed: frozenset[tuple] | None = None
     """When set, only these configs (by config_key) are in the space: a replayed sweep."""
+    programs: int | None = None
+    """The SMs a persistent grid fills (the stream-K kernel's grid); None: unknown, and
+    no stream_k config is in the space."""
 
     @classmethod
     def for_problem(cls, problem: Problem, **overrides: Any) -> "SearchSpace":
         """The space on this machine: the GPU's choices and limits, or the interpreter's."""
+        from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
+
         if runtime.INTERPRETER:
-            space = cls(problem, dict(INTERPRETER_CHOICES))
+            space = cls(problem, dict(INTERPRETER_CHOICES), programs=_INTERPRETER_PROGRAMS)
         else:
-            space = cls(problem, dict(GPU_CHOICES), runtime.shared_memory_limit(), runtime.has_tma(), gpu=True)
+            space = cls(problem, dict(GPU_CHOICES), runtime.shared_memory_limit(), runtime.has_tma(), gpu=True,
+                        programs=runtime.sm_count())
         return replace(space, **overrides) if overrides else space
 
     def why_invalid(self, config: KernelConfig) -> str | None:
@@ -106,6 +117,10 @@ class SearchSpace:
         why = _why_not_tma_option(config)
         if why:
             return why
+        if config.stream_k:
+            why = _why_not_stream_k(config, p, self.programs)
+            if why:
+                return why
         if self.smem_limit is not None:
             need = config.shared_memory_bytes(p.torch_dtype)
             if need > self.smem_limit:
@@ -174,6 +189,8 @@ def build_config(values: dict[str, Any]) -> KernelConfig | None:
     if values["variant"] == "grouped" and (values["warp_specialize"] or values["epilogue_subtile"] > 1
                                            or values["flatten"]):
         return None  # the grouped kernel has none of the TMA options
+    if values["stream_k"] and values["split_k"] > 1:
+        return None  # one way to split K at a time
     return KernelConfig(**values)
 
 
@@ -205,6 +222,24 @@ def _why_not_split(config: KernelConfig, p: Problem) -> str | None:
                 f"(K >= {_LONG_K} * max(M, N)) problems, not {p.m}x{p.n}x{p.k}")
     if p.k // config.split_k < config.block_k:
         return f"split_k={config.split_k} leaves K slices of {p.k // config.split_k}, shorter than block_k={config.block_k}"
+    return None
+
+
+def _why_not_stream_k(config: KernelConfig, p: Problem, programs: int | None) -> str | None:
+    """Why stream-K is pointless or impossible for ``p`` on ``programs`` SMs, or None: it
+    pays only where the last wave of output tiles is partial and leaves SMs idle."""
+    if config.variant != "grouped":
+        return f"stream_k runs the pointer-load kernel: pair it with variant grouped, not {config.variant}"
+    if programs is None:
+        return "stream_k needs the SM count, unknown here"
+    if -(-p.k // config.block_k) < 2:
+        return f"stream_k splits the K loop, and K={p.k} is one block_k={config.block_k} step"
+    tiles = -(-p.m // config.block_m) * -(-p.n // config.block_n)
+    tail = tiles % programs
+    if tail == 0:
+        return f"stream_k: {tiles} tiles fill whole waves of {programs} SMs, no tail to split"
+    if tail > _MAX_TAIL_FILL * programs:
+        return f"stream_k: the last wave ({tail} of {programs} SMs) is nearly full"
     return None
 
 

@@ -357,9 +357,9 @@ def check_reply(reply: str, space: SearchSpace, taken: set[tuple], n: int) -> tu
     return accepted, reasons
 
 
-_MAY_OMIT = {"split_k": 1, "warp_specialize": False, "epilogue_subtile": 1, "flatten": False}
-"""Fields a reply may leave out (a model that knows no split-K or Hopper options means none),
-with their value."""
+_MAY_OMIT = {"split_k": 1, "warp_specialize": False, "epilogue_subtile": 1, "flatten": False, "stream_k": False}
+"""Fields a reply may leave out (a model that knows no split-K, stream-K or Hopper options
+means none), with their value."""
 
 
 def _check_item(item: Any, space: SearchSpace) -> tuple[KernelConfig | None, str | None]:
