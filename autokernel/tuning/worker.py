@@ -86,7 +86,6 @@ def compile_candidate(problem: Problem, config: KernelConfig) -> Trial | None:
     from autokernel.evaluate import launch_once
 
     failed = launch_once(problem, config)
-
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
     return failed
