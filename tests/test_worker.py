@@ -18,7 +18,7 @@ from autokernel.evaluate import Trial, evaluate
 from autokernel.problem import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
 from autokernel.tuning.replay import ReplayEvaluator
-from autokernel.tuning.worker import WorkerEvaluator
+from autokernel.tuning.worker import NOT_COMPILED, WorkerEvaluator
 from conftest import BIG_SHAPE
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
@@ -75,6 +75,25 @@ def flaky_compile(problem: Problem, config: KernelConfig) -> Trial | None:
     return None
 
 
+def uncompiled(problem: Problem, config: KernelConfig) -> str:
+    """The probe's task when nothing is in Triton's cache: every candidate needs a compile worker."""
+    return NOT_COMPILED
+
+
+def cached_unless_staged(problem: Problem, config: KernelConfig) -> str | None:
+    """The probe's task where the candidates with num_stages 1 are cached: misbehave, or
+    launch; the others need compiling."""
+    if config.num_stages != 1:
+        return NOT_COMPILED
+    misbehave(config)
+    return None
+
+
+def refusing_compile(problem: Problem, config: KernelConfig) -> Trial:
+    """A compile worker's task that marks every candidate it sees, by failing it."""
+    return Trial(problem, config, "compile_error", error="seen by a compile worker")
+
+
 def test_bad_candidates_become_failed_trials_and_the_run_goes_on():
     configs = [GOOD, candidate("raise"), candidate("out_of_resources"), candidate("exit"), GOOD,
                candidate("segfault"), candidate("hang"), GOOD]
@@ -101,10 +120,10 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     timing worker would be reported twice."""
     configs = [GOOD, candidate("compile_error"), candidate("exit"), GOOD]
     seen: list[Trial] = []
-    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, compile_workers=2,
-                         spare=False) as evaluator:
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, probe_fn=uncompiled,
+                         compile_workers=2, spare=False) as evaluator:
         trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
-        assert set(evaluator.phase_s) == {"compile", "timing"}
+        assert set(evaluator.phase_s) == {"probe", "compile", "timing"}
     assert [t.status for t in trials] == ["success", "compile_error", "compile_error", "success"]
     assert trials[1].error == "CompilationError: at 1:2: a bad candidate"
     assert "compile worker died (exit code 1)" in trials[2].error
@@ -113,6 +132,58 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     assert {id(t) for t in seen[:2]} == {id(t) for t in trials[1:3]}
     assert seen[2:] == [trials[0], trials[3]]
     assert all(t.rel_error <= 1e-4 for t in seen[2:])
+
+
+def compile_workers_alive() -> list:
+    return [p for p in multiprocessing.active_children() if p.name == "autokernel-compile"]
+
+
+def test_only_candidates_missing_from_the_cache_go_to_compile_workers():
+    """The probe (in the timing worker) launches the cached candidates itself; a failure
+    there is final; the rest go to compile workers, as many as they need."""
+    staged = GOOD.model_copy(update={"num_stages": 2})
+    configs = [GOOD, staged, candidate("out_of_resources"), GOOD.model_copy(update={"block_k": 32})]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=refusing_compile, probe_fn=cached_unless_staged,
+                         compile_workers=4, spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+        assert len(compile_workers_alive()) == 1  # one candidate to compile: one worker, not four
+    assert [t.status for t in trials] == ["success", "compile_error", "out_of_resources", "success"]
+    assert trials[1].error == "seen by a compile worker"
+    assert trials[2].error.startswith("OutOfResources")
+    assert len(seen) == 4 and seen[:2] == [trials[2], trials[1]]  # the probe's and compile phase's failures first
+
+
+def test_a_rerun_whose_candidates_are_all_cached_starts_no_compile_worker():
+    configs = [GOOD, GOOD.model_copy(update={"block_k": 32})]
+    with WorkerEvaluator(compile_fn=refusing_compile, probe_fn=cached_unless_staged, compile_workers=4,
+                         spare=False) as evaluator:
+        evaluator.start()  # the timing worker only
+        trials = evaluator.evaluate(PROBLEM, configs)
+        assert set(evaluator.phase_s) == {"probe", "timing"}
+        assert compile_workers_alive() == []
+    assert [t.status for t in trials] == ["success", "success"]
+    assert all(t.rel_error <= 1e-4 for t in trials)
+
+
+def test_baseline_is_measured_in_the_timing_worker():
+    seen: list[Trial] = []
+    with WorkerEvaluator(spare=False) as evaluator:
+        trial = evaluator.baseline(PROBLEM, on_trial=seen.append)
+    assert seen == [trial]
+    assert trial.kernel == "torch" and trial.config is None and trial.status == "success", trial.error
+    assert trial.rel_error <= 1e-4 and trial.ms > 0 and trial.timing == "interpreter"
+
+
+def test_the_worker_module_leaves_torch_to_the_workers():
+    """So that the CLI starts the timing worker before it imports torch itself, and the two
+    imports overlap."""
+    import subprocess
+    import sys
+
+    code = "import sys, autokernel.tuning.worker; print(sorted({'torch', 'triton'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_real_problem_end_to_end_through_the_production_workers():
@@ -202,3 +273,29 @@ def test_gpu_time_cycles_the_input_sets_through_one_graph(monkeypatch):
     monkeypatch.setattr(runtime, "INTERPRETER", True)
     with pytest.raises(RuntimeError, match="CUDA GPU"):
         timing.gpu_time(lambda: None)
+
+
+def test_probing_triton_cache_raises_for_a_missing_kernel_instead_of_compiling(tmp_path, monkeypatch):
+    from triton.runtime.cache import get_cache_manager
+
+    from autokernel.tuning import triton_cache
+    from autokernel.tuning.worker import probe_candidate
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(triton_cache.MANAGER_ENV, raising=False)
+    assert triton_cache.can_probe()
+    manager = get_cache_manager("ab" * 32)  # Triton's own lookup takes the class from the environment
+    assert isinstance(manager, triton_cache.CacheOnlyManager)
+    assert manager.get_group("kernel.json") is None  # not probing: a miss is Triton's to compile
+    with triton_cache.cache_only() as missed:
+        with pytest.raises(triton_cache.NotCompiled):
+            manager.get_group("kernel.json")
+        assert missed()
+    manager.put_group("kernel.json", {"kernel.json": manager.put("{}", "kernel.json")})
+    with triton_cache.cache_only() as missed:
+        assert set(manager.get_group("kernel.json")) == {"kernel.json"}
+        assert not missed()
+    # A cache manager of the user's own stays: no probing, every candidate goes to the compile workers.
+    monkeypatch.setenv(triton_cache.MANAGER_ENV, "somewhere:Else")
+    assert not triton_cache.can_probe()
+    assert probe_candidate(PROBLEM, GOOD) == NOT_COMPILED

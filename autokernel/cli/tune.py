@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Iterator
 
 import typer
 from rich.table import Table
@@ -100,10 +101,36 @@ def tune(
     every finished trial. Ends with the learning curve per generation and the winner
     against cuBLAS (torch.matmul / addmm + activation).
     """
-    with user_errors():
+    workers = _start_workers(timeout, replay)
+    with _closed_on_error(workers), user_errors():
         problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
         options = _options(generations, per_generation, strategy, seed, timeout, model, replay)
-    run(problems, options, history, json_out, plot, command="tune")
+    run(problems, options, history, json_out, plot, command="tune", workers=workers)
+
+
+def _start_workers(timeout: float, replay: Path | None):
+    """The tuning run's WorkerEvaluator with its timing worker started, before this process
+    imports torch and Triton (parsing the problem does): the worker's start-up, the same
+    imports plus a CUDA context, then overlaps this process's own. None when replaying or
+    when --timeout is invalid (_options says so)."""
+    if replay is not None or timeout <= 0:
+        return None
+    from autokernel.tuning.worker import WorkerEvaluator
+
+    workers = WorkerEvaluator(timeout_s=timeout)
+    workers.start()
+    return workers
+
+
+@contextlib.contextmanager
+def _closed_on_error(workers) -> Iterator[None]:
+    """Stop the started workers when the request is refused (or anything else ends the run)."""
+    try:
+        yield
+    except BaseException:
+        if workers is not None:
+            workers.close()
+        raise
 
 
 def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay) -> list["Problem"]:
@@ -154,18 +181,20 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
 
 
 def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
-        *, command: str, stop: "StopRules | None" = None) -> None:
+        *, command: str, stop: "StopRules | None" = None, workers=None) -> None:
     """Tune each problem in turn; render, write JSON and the plot. Ctrl-C: cli.main counts
-    this run's rows on disk; the evaluator's workers are closed on the way out."""
-    store = history_store(history)
-    if plot is not None:
-        _check_plot_path(plot)
+    this run's rows on disk; the evaluator's workers (``workers``: started already, see
+    _start_workers) are closed on the way out."""
+    with _closed_on_error(workers):
+        store = history_store(history)
+        if plot is not None:
+            _check_plot_path(plot)
     run_id = start_run(store)
     results: list[dict[str, Any]] = []
-    evaluator = None
+    evaluator = workers
     try:
         with user_errors():
-            evaluator, device, timing = _evaluator(options)
+            evaluator, device, timing = _evaluator(options, workers)
             if hasattr(evaluator, "space"):
                 for problem in problems:  # a problem the sweep lacks: one line now, not a traceback later
                     evaluator.space(problem)
@@ -198,8 +227,9 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
         raise typer.Exit(EXIT_FAILED)
 
 
-def _evaluator(options: TuneOptions):
-    """The evaluator and the (device, timing) whose history rows the strategy reads."""
+def _evaluator(options: TuneOptions, workers):
+    """The evaluator (``workers`` where started) and the (device, timing) whose history rows
+    the strategy reads."""
     from autokernel import runtime
     from autokernel.timing import timing_label
 
@@ -208,9 +238,7 @@ def _evaluator(options: TuneOptions):
 
         ev = ReplayEvaluator(options.replay)
         return ev, ev.device, ev.timing
-    from autokernel.tuning.worker import WorkerEvaluator
-
-    return WorkerEvaluator(timeout_s=options.timeout), runtime.device_name(), timing_label()
+    return workers, runtime.device_name(), timing_label()
 
 
 def _strategy(options: TuneOptions):
@@ -255,18 +283,12 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
 
 
 def _baseline(problem, evaluator, store, run_id: str, command: str) -> "Trial | None":
-    """cuBLAS (torch) on the same problem: measured now and recorded, or, when replaying,
-    the sweep's own torch row."""
+    """cuBLAS (torch) on the same problem, from the evaluator: measured now in the timing
+    worker (gpu_ms, like the candidates') and recorded, or, when replaying, the sweep's own
+    torch row."""
     from autokernel.cli._common import append_history, trial_row
-    from autokernel.evaluate import evaluate_torch
 
-    if hasattr(evaluator, "baseline"):
-        return evaluator.baseline(problem)
-    from autokernel import runtime
-
-    trial = evaluate_torch(problem, "torch", graph_time=not runtime.INTERPRETER)  # gpu_ms, like the candidates'
-    append_history(store, [trial_row(command, trial, run_id, "torch")])
-    return trial
+    return evaluator.baseline(problem, on_trial=lambda t: append_history(store, [trial_row(command, t, run_id, "torch")]))
 
 
 def _speedup(result: "TuneResult", baseline: "Trial | None") -> float | None:
@@ -410,9 +432,8 @@ def loop(
 ) -> None:
     """The feedback loop: propose, evaluate, feed back, until each problem converges (--patience
     generations without --min-gain) or a budget runs out. Problems from --shapes or the size options."""
-    from autokernel.tuning.loop import StopRules
-
-    with user_errors():
+    workers = _start_workers(timeout, replay)
+    with _closed_on_error(workers), user_errors():
         if shapes is not None:
             if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
                 fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
@@ -434,8 +455,10 @@ def loop(
         if time_budget is not None and time_budget <= 0:
             fail(f"--time-budget must be > 0 seconds, got {time_budget:g}")
         options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay)
+    from autokernel.tuning.loop import StopRules
+
     stop = StopRules(patience=patience, min_gain=min_gain, max_trials=max_trials, time_budget_s=time_budget)
-    run(problems, options, history, json_out, plot, command="loop", stop=stop)
+    run(problems, options, history, json_out, plot, command="loop", stop=stop, workers=workers)
 
 
 def shapes(

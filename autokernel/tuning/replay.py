@@ -74,8 +74,9 @@ class ReplayEvaluator:
         ok = [t for t in self._trials(problem).values() if t.ok and t.ms is not None]
         return min(ok, key=lambda t: t.rank_ms, default=None)
 
-    def baseline(self, problem: Problem) -> Trial | None:
-        """The sweep's cuBLAS (kernel "torch") trial of ``problem``, if it recorded one."""
+    def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial | None:
+        """The sweep's cuBLAS (kernel "torch") trial of ``problem``, if it recorded one
+        (recorded already: ``on_trial`` is not called)."""
         from autokernel.history import to_records
 
         rows = to_records(self._df[problem_mask(self._df, problem) & (self._df["kernel"] == "torch")])

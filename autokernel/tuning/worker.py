@@ -7,18 +7,28 @@ the CUDA context with an illegal memory access, kill its process (a segfault,
 error; a worker that died, hung or holds a broken CUDA context is replaced, and the
 evaluation goes on.
 
-On a GPU a batch runs in two phases. Compile workers, one per CPU core, launch each
-candidate once (``evaluate.launch_once``) in parallel: that records compile errors and
-OutOfResources, and leaves each binary in Triton's on-disk cache. Then one timing worker
-checks and times the survivors one at a time (``evaluate`` with ``gpu_ms``), loading the
-binaries from the cache, so no compile runs beside a measurement. Under the interpreter
-there is nothing to compile: the timing worker alone runs each candidate.
+On a GPU a batch runs in up to three phases. The timing worker first launches each
+candidate once from Triton's on-disk cache alone (``probe_candidate``): a candidate
+compiled by an earlier run needs no compile worker, so a rerun of a tuned shape starts
+none. Compile workers, one per candidate needing a compile (at most one per CPU core),
+then launch each of those once (``evaluate.launch_once``) in parallel: that records
+compile errors and OutOfResources, and leaves each binary in the cache. Last, the timing
+worker checks and times the survivors one at a time (``evaluate`` with ``gpu_ms``),
+loading the binaries from the cache, so no compile runs beside a measurement. Under the
+interpreter there is nothing to compile: the timing worker alone runs each candidate.
+The cuBLAS baseline (``baseline``) is measured in the timing worker too: the main process
+never starts a CUDA context.
+
+This module imports neither torch nor Triton (the workers do, as they start): a caller
+can start the timing worker (``start``) before it imports them itself, and the two
+imports, seconds each, overlap.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -27,43 +37,81 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from autokernel import runtime
-from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial, error_line, evaluate, failure_status, launch_once
-from autokernel.problem import Problem
-from autokernel.timing import time_fn, timing_label
-from autokernel.tuning.evaluator import OnTrial, mark_retimed
+if TYPE_CHECKING:
+    from autokernel.config import KernelConfig
+    from autokernel.evaluate import Trial
+    from autokernel.problem import Problem
+    from autokernel.tuning.evaluator import OnTrial
 
-CandidateFn = Callable[[Problem, KernelConfig], "Trial | None"]
+CandidateFn = Callable[["Problem", "KernelConfig"], "Trial | str | None"]
 """What a worker runs for each candidate: the timing worker returns its Trial; a compile
-worker returns None when the candidate may go on to timing, else its failed Trial.
-Workers are spawned, so it must pickle: a module-level function or a functools.partial
-of one."""
+worker (and the timing worker's probe) returns None when the candidate may go on to
+timing, else its failed Trial; the probe returns NOT_COMPILED for a candidate that needs
+a compile worker. Workers are spawned, so it must pickle: a module-level function or a
+functools.partial of one."""
+
+NOT_COMPILED = "not compiled"
+"""The probe's answer for a candidate whose binary is not in Triton's cache yet."""
 
 TIMEOUT_S = 120.0
 """Default wall-clock limit for one candidate (autokernel tune's --timeout default)."""
 START_TIMEOUT_S = 300.0
 """How long a fresh worker may take to import torch and Triton before the run is given up."""
 _MAX_COMPILE_WORKERS = 16
-# Tuning ranks by gpu_ms (CUDA-graph replay); the event timer's median is kept beside it,
-# on a shorter budget than bench's so that a sweep of hundreds of configs fits a lease.
-_TUNING_TIMER = functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0)
+_WORKER_IMPORTS = "autokernel.evaluate"  # torch, Triton and the kernels, imported while a worker starts
 
 _READY = "ready"
-_Task = tuple[int, Problem, KernelConfig]  # (index in the batch, problem, config)
+_Task = tuple[int, "Problem", "KernelConfig | None"]  # (index in the batch, problem, config)
+# What the timing worker serves: the index of its function in the tuple it was started with.
+_EVALUATE, _PROBE, _BASELINE = range(3)
+
+
+def evaluate_candidate(problem: Problem, config: KernelConfig) -> Trial:
+    """The timing worker's task: ``evaluate`` with gpu_ms (CUDA-graph replay), which tuning
+    ranks by; the event timer's median is kept beside it, on a shorter budget than bench's
+    so that a sweep of hundreds of configs fits a lease."""
+    from autokernel.evaluate import evaluate
+    from autokernel.timing import time_fn
+
+    return evaluate(problem, config, graph_time=True, timer=functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0))
 
 
 def compile_candidate(problem: Problem, config: KernelConfig) -> Trial | None:
     """The compile phase's task: ``launch_once``, then hand the inputs' memory back so an
     idle compile worker holds only its CUDA context while the timing worker measures."""
-    failed = launch_once(problem, config)
     import torch
 
+    from autokernel.evaluate import launch_once
+
+    failed = launch_once(problem, config)
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
     return failed
+
+
+def probe_candidate(problem: Problem, config: KernelConfig) -> Trial | str | None:
+    """The timing worker's first look at a candidate: ``launch_once`` with binaries from
+    Triton's cache alone. NOT_COMPILED when one is missing (or the cache cannot be probed),
+    else what launch_once says: None, or the failed Trial of a cached binary that does not
+    launch (OutOfResources is raised at load)."""
+    from autokernel.evaluate import launch_once
+    from autokernel.tuning import triton_cache
+
+    if not triton_cache.can_probe():
+        return NOT_COMPILED
+    with triton_cache.cache_only() as missed:
+        failed = launch_once(problem, config)
+    return NOT_COMPILED if missed() else failed
+
+
+def measure_baseline(problem: Problem, config: KernelConfig | None = None) -> Trial:
+    """cuBLAS (torch) on ``problem``, checked and timed as evaluate_torch does, with gpu_ms
+    to compare with the candidates' (``config`` is unused: the worker's task signature)."""
+    from autokernel.evaluate import evaluate_torch
+
+    return evaluate_torch(problem, "torch", graph_time=True)
 
 
 class WorkerError(RuntimeError):
@@ -76,19 +124,22 @@ class WorkerEvaluator:
 
     Args:
         evaluate_fn: ``f(problem, config) -> Trial`` run by the timing worker; default
-            ``evaluate`` with ``graph_time=True`` (``gpu_ms`` beside ``ms`` on a GPU).
+            evaluate_candidate (``gpu_ms`` beside ``ms`` on a GPU).
         compile_fn: ``f(problem, config) -> Trial | None`` run by the compile workers;
             default compile_candidate.
-        compile_workers: how many compile workers; default one per CPU core (at most 16)
-            on a GPU, and none under the interpreter, where there is nothing to compile.
+        probe_fn: ``f(problem, config) -> Trial | NOT_COMPILED | None`` run by the timing
+            worker before the compile phase; default probe_candidate.
+        compile_workers: at most this many compile workers, started as candidates need
+            compiling; default one per CPU core (at most 16) on a GPU, and none under the
+            interpreter, where there is nothing to compile (nor to probe).
         timeout_s: seconds one candidate may take in the timing worker (its result is a
             "timeout" Trial after that); compile_timeout_s the same in a compile worker
             (default: timeout_s).
         spare: keep one more timing worker started, so that replacing a lost one costs
             no start-up (importing torch and Triton takes seconds).
 
-    ``on_trial`` gets each trial as soon as it is final: on a GPU the compile phase's
-    failures come first, then the timed trials in the order given. The returned list
+    ``on_trial`` gets each trial as soon as it is final: on a GPU the probe's and the
+    compile phase's failures come first, then the timed trials in the order given. The returned list
     is in the order given. Ctrl-C (or any exception, from ``on_trial`` too) kills the
     workers and propagates; the trials already passed to ``on_trial`` stand.
     """
@@ -98,24 +149,32 @@ class WorkerEvaluator:
         *,
         evaluate_fn: CandidateFn | None = None,
         compile_fn: CandidateFn | None = None,
+        probe_fn: CandidateFn | None = None,
         compile_workers: int | None = None,
         timeout_s: float = TIMEOUT_S,
         compile_timeout_s: float | None = None,
         spare: bool = True,
     ) -> None:
-        if compile_workers is None:
-            compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, _MAX_COMPILE_WORKERS)
         compile_timeout_s = timeout_s if compile_timeout_s is None else compile_timeout_s
         if timeout_s <= 0 or compile_timeout_s <= 0:
             raise ValueError(f"timeouts must be > 0 s, got {timeout_s} and {compile_timeout_s}")
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
-        self._timing = _Pool(evaluate_fn or functools.partial(evaluate, graph_time=True, timer=_TUNING_TIMER), 1,
-                             lost_status="runtime_error", name="timing", spare=spare)
-        self._compile = (_Pool(compile_fn or compile_candidate, compile_workers, lost_status="compile_error",
-                               name="compile") if compile_workers > 0 else None)
+        timing_fns = (evaluate_fn or evaluate_candidate, probe_fn or probe_candidate,
+                      measure_baseline)  # indexed by _EVALUATE, _PROBE, _BASELINE
+        self._timing = _Pool(timing_fns, 1, lost_status="runtime_error", name="timing", spare=spare)
+        self._compile_fn = compile_fn or compile_candidate
+        self._compile_workers = compile_workers  # None: decided at the first evaluate (see _compile_pool)
+        self._compile: _Pool | None = None
         self.phase_s: dict[str, float] = {}
-        """Wall seconds of the last call's phases: "compile" (GPU only) and "timing"."""
+        """Wall seconds of the last call's phases: "probe" and "compile" (GPU only; "compile"
+        when some candidate needed it) and "timing"."""
+
+    def start(self) -> None:
+        """Start the timing worker now, so that its start-up (importing torch and Triton:
+        seconds) overlaps the caller's own (reading the history, the first proposals)."""
+        with self._killed_on_error():
+            self._timing.grow(1)
 
     def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
         trials: list[Trial | None] = [None] * len(configs)
@@ -125,18 +184,28 @@ class WorkerEvaluator:
             if failed is not None:
                 final(index, failed)
 
+        uncompiled: set[int] = set()
+
+        def probed(index: int, result: Trial | str | None) -> None:
+            if isinstance(result, str):  # NOT_COMPILED
+                uncompiled.add(index)
+            else:
+                compiled(index, result)
+
         tasks = [(i, problem, config) for i, config in enumerate(configs)]
         self.phase_s = {}
         with self._killed_on_error():
-            if tasks:
-                self._timing.grow(1)  # the timing worker starts while the candidates compile
-            if self._compile is not None and tasks:
+            if self._compile_pool() is not None and tasks:
                 start = time.perf_counter()
-                self._compile.run(tasks, self.compile_timeout_s, compiled)
-                self.phase_s["compile"] = time.perf_counter() - start
+                self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
+                self.phase_s["probe"] = time.perf_counter() - start
+                if uncompiled:
+                    start = time.perf_counter()
+                    self._compile.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled)
+                    self.phase_s["compile"] = time.perf_counter() - start
                 tasks = [task for task in tasks if trials[task[0]] is None]
             start = time.perf_counter()
-            self._timing.run(tasks, self.timeout_s, final)
+            self._timing.run(tasks, self.timeout_s, final, kind=_EVALUATE)
             self.phase_s["timing"] = time.perf_counter() - start
         return trials  # type: ignore[return-value]  # every index was filled
 
@@ -148,8 +217,21 @@ class WorkerEvaluator:
         trials: list[Trial | None] = [None] * len(configs)
         with self._killed_on_error():
             self._timing.run([(i, problem, config) for i, config in enumerate(configs)], self.timeout_s,
-                             _finisher(trials, on_trial, retimed=True))
+                             _finisher(trials, on_trial, retimed=True), kind=_EVALUATE)
         return trials  # type: ignore[return-value]
+
+    def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial:
+        """cuBLAS (torch) on ``problem``, checked and timed in the timing worker (measure_baseline),
+        passed to ``on_trial`` to be recorded; a lost worker makes it a failed Trial."""
+        trials: list[Trial | None] = [None]
+
+        def final(index: int, trial: Trial) -> None:
+            trial.kernel = "torch"  # already so, but for a lost worker's Trial, made without knowing the kernel
+            _finisher(trials, on_trial)(index, trial)
+
+        with self._killed_on_error():
+            self._timing.run([(0, problem, None)], self.timeout_s, final, kind=_BASELINE)
+        return trials[0]  # type: ignore[return-value]
 
     def close(self) -> None:
         """Stop the workers (a later evaluate starts new ones)."""
@@ -161,6 +243,19 @@ class WorkerEvaluator:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+    def _compile_pool(self) -> "_Pool | None":
+        """The compile workers' pool (none started yet): by default one worker per CPU core
+        (at most 16) on a GPU, and none under the interpreter. Decided on first use, when
+        torch is imported anyway (where kernels run is torch's to say)."""
+        if self._compile_workers is None:
+            from autokernel import runtime
+
+            self._compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, _MAX_COMPILE_WORKERS)
+        if self._compile is None and self._compile_workers > 0:
+            self._compile = _Pool((self._compile_fn,), self._compile_workers, lost_status="compile_error",
+                                  name="compile")
+        return self._compile
 
     def _pools(self) -> list["_Pool"]:
         return [self._timing] + ([self._compile] if self._compile is not None else [])
@@ -181,6 +276,8 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 
     def final(index: int, trial: Trial) -> None:
         if retimed:
+            from autokernel.tuning.evaluator import mark_retimed
+
             mark_retimed(trial)
         trials[index] = trial
         if on_trial is not None:
@@ -192,13 +289,15 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 # --- worker processes ---------------------------------------------------------------------
 
 
-def _serve(conn: multiprocessing.connection.Connection, fn: CandidateFn) -> None:
-    """A worker's loop: for each (problem, config) received, send back (result, healthy).
+def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...]) -> None:
+    """A worker's loop: for each (kind, problem, config) received, send back (result,
+    healthy), the result of ``fns[kind](problem, config)``.
 
     A Python exception from ``fn`` becomes a failed Trial here. ``healthy`` is False when
     the CUDA context is broken afterwards; the worker then stops and is replaced.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    importlib.import_module(_WORKER_IMPORTS)  # part of the start-up (START_TIMEOUT_S), not of a candidate's time
     conn.send(_READY)
     while True:
         try:
@@ -210,10 +309,13 @@ def _serve(conn: multiprocessing.connection.Connection, fn: CandidateFn) -> None
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-        problem, config = task
+        kind, problem, config = task
         try:
-            result = fn(problem, config)
+            result = fns[kind](problem, config)
         except Exception as exc:
+            from autokernel.evaluate import Trial, error_line, failure_status
+            from autokernel.timing import timing_label
+
             result = Trial(problem, config, failure_status(exc), timing=timing_label(), error=error_line(exc))
         healthy = _cuda_healthy()
         conn.send((result, healthy))
@@ -253,10 +355,10 @@ def _sigint_ignored() -> Iterator[None]:
 class _Worker:
     """One spawned process serving candidates over a pipe."""
 
-    def __init__(self, ctx, fn: CandidateFn, name: str) -> None:
+    def __init__(self, ctx, fns: tuple[CandidateFn, ...], name: str) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, fn), name=f"autokernel-{name}", daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, fns), name=f"autokernel-{name}", daemon=True)
         with _sigint_ignored():
             self.process.start()
         child.close()  # so that the worker's death reads as end-of-file here
@@ -264,8 +366,8 @@ class _Worker:
         self.task: _Task | None = None
         self.deadline = time.monotonic() + START_TIMEOUT_S
 
-    def submit(self, task: _Task, timeout: float) -> None:
-        self.conn.send(task[1:])
+    def submit(self, task: _Task, timeout: float, kind: int) -> None:
+        self.conn.send((kind, *task[1:]))
         self.task = task
         self.deadline = time.monotonic() + timeout
 
@@ -294,12 +396,13 @@ class _Worker:
 
 
 class _Pool:
-    """Up to ``size`` workers running ``fn``; one that dies, overruns its task's deadline
+    """Up to ``size`` workers serving ``fns``; one that dies, overruns its task's deadline
     or reports a broken CUDA context is replaced (by the spare, when kept)."""
 
-    def __init__(self, fn: CandidateFn, size: int, *, lost_status: str, name: str, spare: bool = False) -> None:
+    def __init__(self, fns: tuple[CandidateFn, ...], size: int, *, lost_status: str, name: str,
+                 spare: bool = False) -> None:
         self._ctx = multiprocessing.get_context("spawn")
-        self._fn = fn
+        self._fns = fns
         self._size = size
         self._lost_status = lost_status  # the status of a candidate whose worker died
         self._name = name
@@ -319,9 +422,10 @@ class _Pool:
         if self._keep_spare and self._spare is None and all(w.ready for w in self._workers):
             self._spare = self._start()
 
-    def run(self, tasks: Sequence[_Task], timeout: float, emit: Callable[[int, "Trial | None"], None]) -> None:
-        """Run every task on the first free worker; ``emit(index, result)`` as each ends,
-        a lost worker's task as a failed Trial ("timeout" past ``timeout`` seconds)."""
+    def run(self, tasks: Sequence[_Task], timeout: float, emit: Callable[[int, "Trial | str | None"], None],
+            kind: int = 0) -> None:
+        """Run every task with ``fns[kind]`` on the first free worker; ``emit(index, result)``
+        as each ends, a lost worker's task as a failed Trial ("timeout" past ``timeout`` seconds)."""
         pending = deque(tasks)
         self.grow(len(pending))
         while pending or any(w.task is not None for w in self._workers):
@@ -329,7 +433,7 @@ class _Pool:
                 if w.ready and w.task is None and pending:
                     task = pending.popleft()
                     try:
-                        w.submit(task, timeout)
+                        w.submit(task, timeout, kind)
                     except OSError:  # it died while idle: no candidate's fault, so run the task again
                         pending.appendleft(task)
                         self._replace(w)
@@ -354,7 +458,7 @@ class _Pool:
         self._workers, self._spare = [], None
 
     def _start(self) -> _Worker:
-        return _Worker(self._ctx, self._fn, self._name)
+        return _Worker(self._ctx, self._fns, self._name)
 
     def _take_spare(self) -> _Worker | None:
         spare, self._spare = self._spare, None
@@ -378,8 +482,7 @@ class _Pool:
             self._replace(w)
             if task is not None:
                 index, problem, config = task
-                emit(index, Trial(problem, config, self._lost_status, timing=timing_label(),
-                                  error=f"the {self._name} worker died ({why})"))
+                emit(index, _lost_trial(problem, config, self._lost_status, f"the {self._name} worker died ({why})"))
             return
         if message == _READY:
             w.ready = True
@@ -397,5 +500,13 @@ class _Pool:
             raise WorkerError(f"a {self._name} worker did not start within {START_TIMEOUT_S:g} s")
         index, problem, config = w.task
         self._replace(w)
-        emit(index, Trial(problem, config, "timeout", timing=timing_label(),
-                          error=f"no result within {timeout:g} s; the {self._name} worker was killed"))
+        emit(index, _lost_trial(problem, config, "timeout",
+                                f"no result within {timeout:g} s; the {self._name} worker was killed"))
+
+
+def _lost_trial(problem: Problem, config: KernelConfig | None, status: str, error: str) -> Trial:
+    """The failed Trial of a candidate whose worker was lost."""
+    from autokernel.evaluate import Trial
+    from autokernel.timing import timing_label
+
+    return Trial(problem, config, status, timing=timing_label(), error=error)
