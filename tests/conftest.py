@@ -45,6 +45,14 @@ def one_error_line(result, code: int | None = None) -> str:
     return lines[0]
 
 
+def interpreter_space(problem):
+    """The search space for_problem gives under the interpreter, on any machine (a GPU too)."""
+    from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
+    from autokernel.tuning.space import INTERPRETER_CHOICES, SearchSpace
+
+    return SearchSpace(problem, dict(INTERPRETER_CHOICES), programs=_INTERPRETER_PROGRAMS)
+
+
 def write_best(path, *entries: dict, device: str | None = None) -> None:
     """A best-config file at ``path`` for ``device`` (default: this one) with ``entries``
     (problem fields and "config" as dicts; dtype defaults to float16)."""

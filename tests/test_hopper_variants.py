@@ -16,7 +16,7 @@ from autokernel.evaluate import reference
 from autokernel.problem import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 
-from conftest import H100_SMEM, gpu_space, inputs, rel_error
+from conftest import H100_SMEM, gpu_space, inputs, interpreter_space, rel_error
 
 ACTS = ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
 TOL = {torch.float16: 1e-2, torch.bfloat16: 1.5e-2}
@@ -168,7 +168,7 @@ def test_space_prunes_the_options():
 
 
 def test_interpreter_space_has_neither_option():
-    space = SearchSpace.for_problem(Problem(40, 24, 72))
+    space = interpreter_space(Problem(40, 24, 72))
     configs = space.configs()
     assert configs and not [c for c in configs if c.tma_options()]
     assert "outside the space" in space.why_invalid(configs[0].model_copy(update={"epilogue_subtile": 2}))

@@ -145,7 +145,8 @@ def test_search_space_prunes_split_k(device):
     assert skinny.why_invalid(big) is None
     assert long_k.why_invalid(big.model_copy(update={"block_m": 128})) is None
     assert "skinny" in square.why_invalid(big.model_copy(update={"block_m": 128}))
-    assert "grouped" in skinny.why_invalid(big.model_copy(update={"variant": "tma"}))
+    hopper = SearchSpace(Problem(16, 4096, 4096, "fp16"), gpu=True, tma=True)  # the TMA check passes anywhere
+    assert "grouped" in hopper.why_invalid(big.model_copy(update={"variant": "tma"}))
     short_k = SearchSpace(Problem(16, 4096, 256, "fp16"), gpu=False)
     assert "block_k" in short_k.why_invalid(big.model_copy(update={"split_k": 8}))
     assert short_k.why_invalid(big.model_copy(update={"split_k": 2})) is None

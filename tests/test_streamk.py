@@ -15,7 +15,7 @@ from autokernel.kernels.streamk import StreamKLaunch, plan_matmul_streamk, tail_
 from autokernel.problem import Problem
 from autokernel.tuning.space import GPU_CHOICES, SearchSpace
 
-from conftest import FP32_TOL, rel_error
+from conftest import FP32_TOL, interpreter_space, rel_error
 
 TOL = {torch.float16: 1e-2, torch.bfloat16: 1.5e-2, torch.float32: FP32_TOL}
 
@@ -176,8 +176,8 @@ def test_search_space_prunes_stream_k():
     # The interpreter's space leaves stream-K out, but knows its 3 programs: with stream_k
     # in its choices, 40x24 in 16x16 tiles is 6 tiles (no tail), in 16x32 tiles 3 (none), in
     # 32x16 tiles 4 (a tail of 1).
-    assert not any(c.stream_k for c in SearchSpace.for_problem(Problem(40, 24, 72)))
-    interp = SearchSpace.for_problem(Problem(40, 24, 72))
+    assert not any(c.stream_k for c in interpreter_space(Problem(40, 24, 72)))
+    interp = interpreter_space(Problem(40, 24, 72))
     with_sk = SearchSpace(interp.problem, {**interp.choices, "stream_k": (False, True)}, programs=interp.programs)
     tiles = {(c.block_m, c.block_n) for c in with_sk if c.stream_k}
     assert (32, 16) in tiles and (16, 16) not in tiles and (16, 32) not in tiles
