@@ -283,11 +283,11 @@ def _fraction(part: float | None, whole: float | None) -> float | None:
 
 # --- rendering ----------------------------------------------------------------------------
 
-def _fmt_value(value: float | None, unit: str) -> str:
+def _fmt_value(value: float | None, unit: str, digits: int = 2) -> str:
     if value is None:
         return "–"
     if unit == "x":
-        return f"{value:.2f}x"
+        return f"{value:.{digits}f}x"
     if unit == "%":
         return f"{value:.0%}"
     return _fmt_rate(value)
@@ -432,7 +432,7 @@ def build_report(rows: list[dict], source: str, plot_paths: dict[str, str] | Non
 
     md += ["## Targets (issue 10)", ""]
     md += _table(["target", "timer", "shapes", "measured", "worst shape", "target", "result"],
-                 [[t.name, t.timer, str(t.shapes), _fmt_value(t.value, t.unit), t.worst or "–",
+                 [[t.name, t.timer, str(t.shapes), _fmt_value(t.value, t.unit, 3), t.worst or "–",  # 1.049x is not 1.05x
                    f"≥ {_fmt_value(t.threshold, t.unit)}", f"**{t.verdict}**" if t.verdict in ("MET", "MISSED")
                    else t.verdict] for t in targets], 2)
     md.append("")

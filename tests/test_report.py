@@ -83,19 +83,19 @@ def test_report_tables_geomeans_and_plots(results, tmp_path):
     assert DEVICE in md and CMD in md and "copy bandwidth: 3000 GB/s" in md
 
     # plain GEMM: GPU time 0.8x and 1.125x -> geomean sqrt(0.9) = 0.949 < 0.97; wall time 1.0x both.
-    assert _target_line(md, "plain GEMM vs cuBLAS", "gpu").endswith("| 2 | 0.95x | 4096x4096x4096 float16: 0.80x "
+    assert _target_line(md, "plain GEMM vs cuBLAS", "gpu").endswith("| 2 | 0.949x | 4096x4096x4096 float16: 0.80x "
                                                                    "| ≥ 0.97x | **MISSED** |")
-    assert "| 1.00x |" in _target_line(md, "plain GEMM vs cuBLAS", "wall")
+    assert "| 1.000x |" in _target_line(md, "plain GEMM vs cuBLAS", "wall")
     assert "**MET**" in _target_line(md, "plain GEMM vs cuBLAS", "wall")
     # 8192^3 bf16 in 1.25 ms of GPU time: 2·8192³ / 1.25e-3 = 880 TFLOP/s >= 750.
     assert "| 880 |" in _target_line(md, "Triton at 8192³ bf16", "gpu")
     assert "**MET**" in _target_line(md, "Triton at 8192³ bf16", "gpu")
     # fused fp16: 0.22/0.20 = 1.1x and 0.24/0.20 = 1.2x vs eager; vs cuBLASLt only relu has a rival: 1.0x.
-    assert "| 2 | 1.15x |" in _target_line(md, "fused vs eager, geomean, float16", "gpu")
-    assert "| 1 | 1.00x |" in _target_line(md, "fused vs best of cuBLASLt", "gpu")
+    assert "| 2 | 1.149x |" in _target_line(md, "fused vs eager, geomean, float16", "gpu")
+    assert "| 1 | 1.000x |" in _target_line(md, "fused vs best of cuBLASLt", "gpu")
     assert "not measured" in _target_line(md, "fused vs eager, geomean, bfloat16", "gpu")
     # decode M <= 64: 1.25x and 1.5x (M = 128 counts in neither target).
-    assert "| 2 | 1.37x |" in _target_line(md, "decode (M ≤ 64) vs cuBLAS", "gpu")
+    assert "| 2 | 1.369x |" in _target_line(md, "decode (M ≤ 64) vs cuBLAS", "gpu")
 
     # One table per suite, with the implementations that ran in it and the decode GB/s columns.
     for suite in ("squares", "decode", "fused"):
