@@ -118,9 +118,11 @@ class KernelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_tma_options(self) -> "KernelConfig":
-        if self.variant == "grouped" and self.tma_options():
-            raise ValueError("warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
-                             "variant grouped has none of them")
+        if self.tma_options() and (self.variant == "grouped" or self.split_k > 1 or self.stream_k):
+            runs = ("variant grouped" if self.variant == "grouped"
+                    else "split_k > 1 (pointer-load kernels)" if self.split_k > 1 else "stream_k (a pointer-load kernel)")
+            raise ValueError(f"warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
+                             f"{runs} has none of them")
         return self
 
     @model_validator(mode="after")
@@ -145,10 +147,10 @@ class KernelConfig(BaseModel):
     def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
         """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
         the slice of the C tile the TMA store goes through (1/epilogue_subtile of it)
-        when the variant may be tma."""
+        when the TMA kernel may run it (not with split_k > 1 or stream_k)."""
         elem = dtype.itemsize
         total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
-        if self.variant != "grouped" and self.split_k == 1:
+        if self.variant != "grouped" and self.split_k == 1 and not self.stream_k:  # only the TMA kernel stages C
             total += self.block_m * self.block_n * elem // self.epilogue_subtile
         return total
 

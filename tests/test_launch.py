@@ -420,3 +420,33 @@ def test_backward_plans_follow_the_gradient_layout(device):
         grads(lambda y: y.sum(), (x, w, b))  # dY expanded: strides (0, 0, 0)
         grads(lambda y: (y * g).sum(), (w,))  # dW alone
         grads(lambda y: y.sum(), (x, b))
+
+
+def test_scratch_is_per_device_and_stream(monkeypatch):
+    """Every GPU's default stream has handle 0: a TMA launch on cuda:1 must not get the
+    scratch buffer made on cuda:0 (its descriptors would land in another GPU's memory).
+    torch's CUDA calls are stand-ins here; the caching logic is the real one."""
+    import types
+
+    from autokernel.kernels import launch
+
+    class Buf:
+        def __init__(self, n, device):
+            self.n, self.device = n, device
+
+        def numel(self):
+            return self.n
+
+    current, capturing = [0], [False]
+    monkeypatch.setattr(launch, "torch", types.SimpleNamespace(
+        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0]),
+        cuda=types.SimpleNamespace(current_device=lambda: current[0]),
+        empty=lambda n, dtype, device: Buf(n, device), int8=torch.int8))
+    monkeypatch.setattr(launch, "_SCRATCH", {})
+    on0 = launch.scratch_buffer(4096, 0)
+    assert launch.scratch_buffer(100, 0) is on0  # cached per stream
+    current[0] = 1
+    on1 = launch.scratch_buffer(4096, 0)
+    assert on1.device == 1 and on1 is not on0
+    capturing[0] = True  # a graph being captured gets its own temporary
+    assert launch.scratch_buffer(4096, 0) is not on1

@@ -155,6 +155,14 @@ def test_config_field():
     assert KernelConfig.from_json(cfg().to_json()) == cfg()
     with pytest.raises(ConfigError, match="two ways to split K"):
         KernelConfig.from_dict({"stream_k": True, "split_k": 2, "variant": "grouped"})
+    # The pointer-load kernels have no TMA options: refused, not silently dropped.
+    for fields in ({"stream_k": True, "flatten": True}, {"split_k": 2, "variant": "tma", "warp_specialize": True}):
+        with pytest.raises(ConfigError, match="options of the TMA kernel"):
+            KernelConfig.from_dict(fields)
+    # and no C staging tile: the estimate is the grouped kernel's whatever the variant says
+    big = dict(block_m=256, block_n=256, block_k=64, num_warps=8, num_stages=3)
+    assert (KernelConfig(**big, stream_k=True).shared_memory_bytes()
+            == KernelConfig(**big, variant="grouped").shared_memory_bytes())
 
 
 def test_search_space_prunes_stream_k():
@@ -181,3 +189,26 @@ def test_search_space_prunes_stream_k():
     with_sk = SearchSpace(interp.problem, {**interp.choices, "stream_k": (False, True)}, programs=interp.programs)
     tiles = {(c.block_m, c.block_n) for c in with_sk if c.stream_k}
     assert (32, 16) in tiles and (16, 16) not in tiles and (16, 32) not in tiles
+
+
+def test_a_captured_graph_gets_locks_of_its_own(monkeypatch):
+    """A CUDA graph replays on whatever stream is current then, beside eager launches: the
+    lock counters it captures must not be the stream's cached ones (mixed counts release
+    an owner early, or never). torch's CUDA calls are stand-ins; the caching is real."""
+    import types
+
+    capturing = [False]
+    monkeypatch.setattr(streamk, "torch", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000),
+                                   is_current_stream_capturing=lambda: capturing[0]),
+        zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), int32=torch.int32))
+    locks = streamk._Locks()
+    class Gpu:  # hashable, like a torch.device
+        type = "cuda"
+
+    gpu = Gpu()
+    eager = locks.get(gpu, 88)
+    assert locks.get(gpu, 50) is eager  # cached per (device, stream)
+    capturing[0] = True
+    in_graph = locks.get(gpu, 88)
+    assert in_graph is not eager and not in_graph.any()

@@ -67,21 +67,23 @@ def _hooks_quiet(runtime) -> bool:
         return False
 
 
-_SCRATCH: dict[int, torch.Tensor] = {}
+_SCRATCH: dict[tuple[int, int], torch.Tensor] = {}
 
 
 def scratch_buffer(size: int, stream: int) -> torch.Tensor:
     """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
-    stream handle, unique across devices) of the current device: one cached buffer per
-    stream, since launches on one stream run in order and may share it."""
+    stream handle) of the current device: one cached buffer per (device, stream), since
+    launches on one stream run in order and may share it. The device is part of the key:
+    every GPU's default stream has handle 0."""
     if torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
         # A CUDA graph owns what is allocated while it is captured: a temporary there,
         # or the graph pool could hand the cached buffer to another tensor.
         return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
-    buf = _SCRATCH.get(stream)
+    device = torch.cuda.current_device()
+    buf = _SCRATCH.get((device, stream))
     if buf is None or buf.numel() < size:
-        buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=torch.cuda.current_device())
-        _SCRATCH[stream] = buf
+        buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=device)
+        _SCRATCH[(device, stream)] = buf
     return buf
 
 

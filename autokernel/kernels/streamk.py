@@ -121,13 +121,15 @@ class _Locks:
         self.buffers: dict[tuple, torch.Tensor] = {}
 
     def get(self, device: torch.device, size: int) -> torch.Tensor:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            # A graph gets locks of its own, allocated (zeroed) in its pool while it is
+            # captured: a replay may run on any stream, beside eager launches that use the
+            # cached buffer, and mixed counts would release an owner early or never.
+            return torch.zeros(size, dtype=torch.int32, device=device)
         stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
         buf = self.buffers.get((device, stream))
         if buf is not None and buf.numel() >= size:
-            return buf  # a CUDA graph captured on this stream replays on it too
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            # A graph owns what is allocated while it is captured: a zeroed temporary there.
-            return torch.zeros(size, dtype=torch.int32, device=device)
+            return buf
         buf = torch.zeros(max(size, 1024), dtype=torch.int32, device=device)
         self.buffers[(device, stream)] = buf
         return buf

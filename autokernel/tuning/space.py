@@ -186,9 +186,9 @@ def build_config(values: dict[str, Any]) -> KernelConfig | None:
     refuse it — checked first without pydantic, since strategies build thousands."""
     if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
         return None  # the warps-vs-tile rule
-    if values["variant"] == "grouped" and (values["warp_specialize"] or values["epilogue_subtile"] > 1
-                                           or values["flatten"]):
-        return None  # the grouped kernel has none of the TMA options
+    if (values["warp_specialize"] or values["epilogue_subtile"] > 1 or values["flatten"]) and (
+            values["variant"] == "grouped" or values["split_k"] > 1 or values["stream_k"]):
+        return None  # the pointer-load kernels have none of the TMA options
     if values["stream_k"] and values["split_k"] > 1:
         return None  # one way to split K at a time
     return KernelConfig(**values)
@@ -199,8 +199,9 @@ def _why_not_tma_option(config: KernelConfig) -> str | None:
     effect, or None (what Triton 3.6 did on the H100: docs/kernel-notes.md)."""
     if not config.tma_options():
         return None
-    if config.variant != "tma":
-        return "warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: pair them with variant tma"
+    if config.variant != "tma" or config.split_k > 1 or config.stream_k:
+        return ("warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: pair them with "
+                "variant tma, split_k 1 and no stream_k")
     if not config.warp_specialize:
         return None
     if config.num_warps != _WS_NUM_WARPS:
