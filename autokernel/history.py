@@ -353,13 +353,28 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     device, one timing kind) was re-timed, only its latest re-timed row stays."""
     if df.empty:
         return df
-    keys = PROBLEM_KEY + ["device", "timing", "config"]
     retimed = df["note"].map(is_retimed).astype(bool)
     if not retimed.any():
         return df
-    latest = df[retimed].drop_duplicates(subset=keys, keep="last")
-    hit = df[keys].astype(str).apply(tuple, axis=1).isin(set(latest[keys].astype(str).apply(tuple, axis=1)))
+    # The config as the tuner matches it (config_key): rows written before a field existed
+    # spell the same config with fewer keys.
+    keyed = df.assign(config=df["config"].map(_config_identity))
+    keys = PROBLEM_KEY + ["device", "timing", "config"]
+    latest = keyed[retimed].drop_duplicates(subset=keys, keep="last")
+    hit = keyed[keys].astype(str).apply(tuple, axis=1).isin(set(latest[keys].astype(str).apply(tuple, axis=1)))
     return df[~hit | df.index.isin(latest.index)]
+
+
+def _config_identity(text: Any) -> Any:
+    """A config's JSON with every field spelled out (the text itself if it is no config)."""
+    from autokernel.config import KernelConfig
+
+    if not isinstance(text, str):
+        return text
+    try:
+        return KernelConfig.from_json(text).to_json()
+    except ValueError:
+        return text
 
 
 def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":

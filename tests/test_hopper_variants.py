@@ -160,7 +160,10 @@ def test_space_prunes_the_options():
     assert len({config_key(c) for c in configs}) == len(configs)
     with_options = [c for c in configs if c.tma_options()]
     assert with_options and all(c.variant == "tma" for c in with_options)
-    assert all(c.num_warps == 4 for c in with_options if c.warp_specialize)
+    assert all(c.num_warps == 4 and c.block_m >= 64 and (c.block_m, c.block_n) != (64, 256)
+               for c in with_options if c.warp_specialize)
+    assert "block_m >= 64" in space.why_invalid(ws.model_copy(update={"block_m": 32, "block_n": 256}))
+    assert "fails to compile" in space.why_invalid(ws.model_copy(update={"block_m": 64, "block_n": 256}))
     assert {(c.warp_specialize, c.epilogue_subtile, c.flatten) for c in configs} == {(False, 1, False), *OPTIONS} - {
         (True, 2, False)}
     fp32 = gpu_space(Problem(4096, 4096, 4096, "float32"))

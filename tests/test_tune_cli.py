@@ -46,7 +46,9 @@ def test_tune_table_and_plot(sweep, tmp_path):
     (["--strategy", "magic"], "unknown strategy"),
     (["-g", "0"], "--generations must be >= 1"),
     (["-n", "0"], "--per-generation must be >= 1"),
-    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--timeout", "0"], "--timeout must be a finite number of seconds > 0"),
+    (["--timeout", "nan"], "--timeout must be a finite"),  # nan would disable every deadline
+    (["--timeout", "inf"], "--timeout must be a finite"),
     (["--plot", "curve.txt"], "ending in .png"),
 ])
 def test_tune_bad_options_are_one_line(sweep, args, message):
@@ -80,6 +82,8 @@ def test_loop_max_trials_and_bad_shapes(sweep, tmp_path):
     assert out["trials"] == 5 and out["stopped"] == "max_trials"
     bad = tmp_path / "bad.csv"
     bad.write_text("M,N,K\n16,abc,16\n")
+    line = one_error_line(runner.invoke(app, ["loop", "--replay", str(sweep), "-s", "4096", "--time-budget", "nan"]), 2)
+    assert "--time-budget must be a finite" in line
     line = one_error_line(runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(bad)]), 2)
     assert "line 2" in line and "integers" in line
     line = one_error_line(runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(tmp_path / "x.json")]), 2)

@@ -295,3 +295,128 @@ def test_prior_configs_skip_rows_without_a_config(sweep, tmp_path) -> None:
     replay = ReplayEvaluator(sweep)
     seeds = loop.prior_configs(BIG, replay.space(BIG), store.read(), device="Synthetic GPU", timing="replay")
     assert seeds and all(isinstance(c, KernelConfig) for c in seeds)
+
+
+_OLD_A = '{"block_m":128,"block_n":256,"block_k":64,"group_m":8,"num_warps":8,"num_stages":3,"variant":"tma"}'
+
+
+def test_a_retime_supersedes_rows_written_before_a_config_field_existed(tmp_path):
+    """The tuner matches configs by their fields (config_key); export must too: a row written
+    before split_k ... stream_k existed spells its config with fewer keys."""
+    from autokernel.best import export
+    from autokernel.history import best_per_problem, make_row
+
+    p = Problem(4096, 4096, 4096)
+    a = KernelConfig.from_json(_OLD_A)
+    b = a.model_copy(update={"block_k": 32})
+    common = dict(run_id="r", timing="gpu", device="GPU X")
+    old = make_row("tune", p, None, status="success", ms=0.10, gpu_ms=0.10, **common)
+    old["config"] = _OLD_A  # as written by yesterday's code
+    rows = [old,
+            make_row("tune", p, b, status="success", ms=0.15, gpu_ms=0.15, **common),
+            # today's run confirms the leaders: a's honest figure is 0.20
+            make_row("loop", p, a, status="success", ms=0.20, gpu_ms=0.20, note="re-timed", **common)]
+    store = History(tmp_path / "h.csv")
+    store.append_many(rows)
+    df = store.read()
+    tuner = loop.best_of(loop.observations(df, p, device="GPU X", timing="gpu"))
+    assert tuner.config == b  # the tuner: a was superseded by its re-time
+    assert best_per_problem(df)["gpu_ms"].tolist() == [0.15]
+    assert [e.config for e in export(df, device="GPU X").entries] == [b]
+
+
+def test_the_default_stands_beside_the_leaders_on_a_skinny_shape(tmp_path) -> None:
+    """The default as prior_configs tried it (space.canonical: group_m 8 -> 1 for one tile-row)."""
+    from conftest import synthetic_sweep
+
+    skinny = Problem(64, 4096, 4096)
+    synthetic_sweep(tmp_path / "sweep.csv", shapes=((64, 4096, 4096),))
+    replay = ReplayEvaluator(tmp_path / "sweep.csv")
+    store = History(tmp_path / "h.csv")
+    result = _tune(replay, store, skinny, "random", seed=1, generations=2)
+    tried_default = result.trials[0].config
+    assert tried_default.group_m == 1
+    df = store.read()
+    retimed = {c for c, n in zip(df["config"], df["note"].fillna("")) if n.endswith("re-timed")}
+    assert tried_default.to_json() in retimed
+    assert any("with the default" in e for e in result.events)
+
+
+def test_the_winner_is_a_retimed_reading_when_re_times_run_slower(sweep, tmp_path) -> None:
+    """Re-timed readings 3 % slower than first readings (a GPU warmer late in a run): the
+    confirmed configs lose to unconfirmed first readings, which are re-timed in turn beside
+    the best confirmed one; the winner is a re-timed reading, or the event says it is not."""
+    import dataclasses
+
+    from autokernel.history import is_retimed
+    from autokernel.tuning.evaluator import mark_retimed
+
+    class Drift(ReplayEvaluator):
+        def retime(self, problem, configs, on_trial=None):
+            out = []
+            for t in ReplayEvaluator.evaluate(self, problem, configs):
+                if t.ok:
+                    t = dataclasses.replace(t, ms=t.ms * 1.03, gpu_ms=t.gpu_ms * 1.03)
+                t = mark_retimed(t)
+                if on_trial:
+                    on_trial(t)
+                out.append(t)
+            return out
+
+    for seed in (1, 3):
+        store = History(tmp_path / f"h{seed}.csv")
+        result = _tune(Drift(sweep), store, BIG, "optuna", seed=seed, generations=8)
+        event = next(e for e in result.events if "re-timed" in e)
+        assert is_retimed(result.best.row["note"]) != ("not confirmed" in event), event
+
+
+def test_a_replayed_space_keeps_the_sweeps_stream_k_configs(tmp_path) -> None:
+    """A sweep records no SM count; the stream-K configs it ran stay in its replayed space."""
+    from autokernel.history import make_row
+    from autokernel.tuning.space import GPU_CHOICES
+    from conftest import H100_SMEM
+
+    p = Problem(1024, 4096, 4096)
+    space = SearchSpace(p, dict(GPU_CHOICES), H100_SMEM, True, gpu=True, programs=132)  # an H100's space
+    configs = [c for c in space if c.stream_k][:20] + [c for c in space if not c.stream_k][:20]
+    assert len(configs) == 40
+    History(tmp_path / "sweep.csv").append_many([
+        make_row("tune", p, c, status="success", run_id="s", timing="gpu", device="GPU X",
+                 ms=0.1 if c.stream_k else 0.2, gpu_ms=0.1 if c.stream_k else 0.2) for c in configs])
+    replay = ReplayEvaluator(tmp_path / "sweep.csv")
+    assert replay.best(p).config.stream_k and replay.space(p).size() == 40
+
+
+def test_a_rationale_does_not_pass_for_the_retime_mark(sweep, tmp_path) -> None:
+    """A strategy's rationale ending in "re-timed" must not make a first reading final."""
+    import dataclasses
+
+    from autokernel.history import is_retimed
+
+    class Chatty:
+        name = "llm"
+
+        def __init__(self):
+            self.inner, self.notes = make_strategy("random", seed=0), {}
+
+        def propose(self, space, history, n):
+            out = self.inner.propose(space, history, n)
+            self.notes = {config_key(c): "bigger tiles, as for the leader that was re-timed" for c in out}
+            return out
+
+    class Plain(ReplayEvaluator):  # like the workers' trials: no note of their own
+        def evaluate(self, problem, configs, on_trial=None):
+            out = [dataclasses.replace(t, note=None) for t in super().evaluate(problem, configs)]
+            for t in out:
+                if on_trial:
+                    on_trial(t)
+            return out
+
+    replay = Plain(sweep)
+    store = History(tmp_path / "h.csv")
+    loop.tune(BIG, strategy=Chatty(), evaluator=replay, store=store, space=replay.space(BIG), generations=1,
+              per_generation=4, run_id="t", device=replay.device, timing=replay.timing)
+    notes = store.read()["note"].fillna("")
+    first = notes[notes.str.startswith("bigger") & ~notes.str.endswith("; re-timed")]
+    assert len(first) == 4 and not any(is_retimed(n) for n in first)
+    assert notes.map(is_retimed).sum() >= 3  # the confirmation's own marks still count

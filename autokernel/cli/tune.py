@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator
@@ -108,12 +109,17 @@ def tune(
     run(problems, options, history, json_out, plot, command="tune", workers=workers)
 
 
+def _positive(seconds: float) -> bool:
+    """A usable duration: finite and > 0 (nan would disable every deadline, inf overflows one)."""
+    return math.isfinite(seconds) and seconds > 0
+
+
 def _start_workers(timeout: float, replay: Path | None):
     """The tuning run's WorkerEvaluator with its timing worker started, before this process
     imports torch and Triton (parsing the problem does): the worker's start-up, the same
     imports plus a CUDA context, then overlaps this process's own. None when replaying or
     when --timeout is invalid (_options says so)."""
-    if replay is not None or timeout <= 0:
+    if replay is not None or not _positive(timeout):
         return None
     from autokernel.tuning.worker import WorkerEvaluator
 
@@ -171,8 +177,8 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
         fail(f"--generations must be >= 1, got {generations}")
     if per_generation < 1:
         fail(f"--per-generation must be >= 1, got {per_generation}")
-    if timeout <= 0:
-        fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if not _positive(timeout):
+        fail(f"--timeout must be a finite number of seconds > 0, got {timeout:g}")
     if strategy not in STRATEGIES:
         fail(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if replay is not None and not replay.is_file():
@@ -452,8 +458,8 @@ def loop(
             fail(f"--min-gain must be >= 0, got {min_gain:g}")
         if max_trials is not None and max_trials < 1:
             fail(f"--max-trials must be >= 1, got {max_trials}")
-        if time_budget is not None and time_budget <= 0:
-            fail(f"--time-budget must be > 0 seconds, got {time_budget:g}")
+        if time_budget is not None and not _positive(time_budget):
+            fail(f"--time-budget must be a finite number of seconds > 0, got {time_budget:g}")
         options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay)
     from autokernel.tuning.loop import StopRules
 

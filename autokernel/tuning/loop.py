@@ -102,7 +102,7 @@ def tune(
     appended to (rows carry the run id, generation, strategy and the strategy's note).
     A KeyboardInterrupt propagates after the trials finished so far are on disk.
     """
-    from autokernel.history import make_row
+    from autokernel.history import is_retimed, make_row
 
     stop = stop or StopRules()
     df = store.read()
@@ -137,6 +137,8 @@ def tune(
 
         def record(trial: Trial, gen: int = gen, new: bool = True) -> None:
             rationale = notes.get(config_key(trial.config))
+            if rationale and is_retimed(rationale):  # a strategy's words must not pass for the mark
+                rationale = f"{rationale} (rationale)"
             if rationale and rationale not in (trial.note or ""):
                 # The rationale first: a "re-timed" mark must stay last (history.is_retimed).
                 trial.note = f"{rationale}; {trial.note}" if trial.note else rationale
@@ -200,34 +202,43 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     The best of many noisy readings is biased: on the H100 a winner picked by one reading
     measured up to 6 % slower than the default config when the two were timed side by side
     (configs/README.md). Re-timed rows supersede their configs' earlier readings
-    (observations), so a config whose old reading now leads is confirmed in a further batch,
-    up to CONFIRM_ROUNDS. ``record`` appends the new trials. Returns a line saying what
-    happened, or None when there was nothing to confirm."""
-    default = config_key(space_default(problem, space))
+    (observations). When a config not yet re-timed then leads on its first reading, it is
+    re-timed in a further batch beside the best confirmed config, up to CONFIRM_ROUNDS
+    batches; if one still leads after that, the line returned says so. ``record`` appends
+    the new trials. Returns None when there was nothing to confirm."""
+    default = config_key(space.canonical(space_default(problem, space)))  # as prior_configs tried it
     confirmed: set[tuple] = set()
     first: dict[tuple, float] = {}
-    for _ in range(CONFIRM_ROUNDS):
-        ranked = sorted((o for o in observations(store.read(), problem, device=device, timing=timing) if o.ok),
-                        key=lambda o: o.ms)
-        if not ranked or config_key(ranked[0].config) in confirmed:
-            break
-        batch = ranked[:CONFIRM_LEADERS] + [o for o in ranked[CONFIRM_LEADERS:] if config_key(o.config) == default]
+
+    def ranked() -> list[Observation]:
+        return sorted((o for o in observations(store.read(), problem, device=device, timing=timing) if o.ok),
+                      key=lambda o: o.ms)
+
+    order = ranked()
+    batch = order[:CONFIRM_LEADERS] + [o for o in order[CONFIRM_LEADERS:] if config_key(o.config) == default]
+    rounds = 0
+    while batch and rounds < CONFIRM_ROUNDS:
+        rounds += 1
         for o in batch:
             first.setdefault(config_key(o.config), o.ms)
         evaluator.retime(problem, [o.config for o in batch], on_trial=lambda t: record(t, new=False))
         confirmed.update(config_key(o.config) for o in batch)
-    else:
-        ranked = sorted((o for o in observations(store.read(), problem, device=device, timing=timing) if o.ok),
-                        key=lambda o: o.ms)
+        order = ranked()
+        best_confirmed = next((o for o in order if config_key(o.config) in confirmed), None)
+        ahead = [o for o in order if config_key(o.config) not in confirmed
+                 and (best_confirmed is None or o.ms < best_confirmed.ms)][:CONFIRM_LEADERS]
+        batch = ahead + ([best_confirmed] if ahead and best_confirmed is not None else [])
     if not confirmed:
         return None
-    if not ranked:
+    if not order:
         return f"re-timed {len(confirmed)} leading config(s): none succeeded again"
-    win = ranked[0]
-    was = first.get(config_key(win.config))
-    then = f" (first reading {was:.4g} ms)" if was is not None else ""
-    return (f"re-timed {len(confirmed)} leading config(s) side by side{' with the default' if default in confirmed else ''}: "
-            f"winner {win.config.short()} {win.ms:.4g} ms{then}")
+    win = order[0]
+    key = config_key(win.config)
+    what = (f"re-timed {len(confirmed)} leading config(s) side by side"
+            f"{' with the default' if default in confirmed else ''} in {rounds} batch(es): ")
+    if key not in confirmed:
+        return what + f"{win.config.short()} still leads on its first reading {win.ms:.4g} ms, not confirmed"
+    return what + f"winner {win.config.short()} {win.ms:.4g} ms (first reading {first[key]:.4g} ms)"
 
 
 def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:

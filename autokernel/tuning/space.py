@@ -117,7 +117,7 @@ class SearchSpace:
         why = _why_not_tma_option(config)
         if why:
             return why
-        if config.stream_k:
+        if config.stream_k and self.allowed is None:  # a replayed sweep's configs ran on its GPU
             why = _why_not_stream_k(config, p, self.programs)
             if why:
                 return why
@@ -211,6 +211,12 @@ def _why_not_tma_option(config: KernelConfig) -> str | None:
         return "warp_specialize with epilogue_subtile fails to compile (Triton 3.6's Hopper warp specialization)"
     if config.flatten:
         return "warp_specialize with flatten: Triton does not warp-specialize a flattened loop on Hopper"
+    # Compiled for sm_90 by Triton 3.9 (not checked with 3.6): below 64 rows it builds the
+    # plain 4-warp kernel; 64x256 tiles fail in its warp-specialization pass.
+    if config.block_m < 64:
+        return "warp_specialize needs block_m >= 64 (below, Triton builds the plain kernel)"
+    if config.block_m == 64 and config.block_n == 256:
+        return "warp_specialize with a 64x256 tile fails to compile (Triton 3.9's Hopper warp specialization)"
     return None
 
 
