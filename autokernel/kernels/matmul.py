@@ -128,6 +128,32 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
+def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, interpret: bool,
+                        z=None) -> tuple[tuple, dict]:
+    """(scalars, constexprs) that the one-pass and the stream-K kernels share, in their
+    parameter order: sizes, strides of A, B, C, Z and the bias, the slope; then the
+    epilogue's switches, the K tail, interpreter upcast, index width and the tile."""
+    M, K = a.shape
+    N = b.shape[1]
+    zz = z if z is not None else c
+    scalars = (M, N, K,
+               a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
+               bias.stride(0) if bias is not None else 0, float(slope))
+    constexprs = dict(
+        HAS_BIAS=bias is not None,
+        STORE_Z=z is not None,
+        ACTIVATION=activation,
+        EVEN_K=K % config.block_k == 0,
+        UPCAST=interpret and a.dtype == torch.bfloat16,
+        INDEX_64=_needs_int64(a, b, c, zz),
+        BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        GROUP_M=config.group_m,
+    )
+    return scalars, constexprs
+
+
 def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> KernelLaunch:
     """The launch of C = act(A @ B + bias) for operands laid out like these (shapes
     already checked), called as ``launch(a, b, c, bias or c, z or c)``.
@@ -135,27 +161,12 @@ def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret:
     M and N must be > 0; K may be 0 (the loop is skipped and the epilogue still runs).
     With ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too.
     """
-    M, K = a.shape
-    N = b.shape[1]
-    zz = z if z is not None else c
+    M, N = a.shape[0], b.shape[1]
+    scalars, constexprs = pointer_kernel_args(a, b, c, bias, activation, slope, config, interpret, z)
     return KernelLaunch(
         _matmul_kernel,
         (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),),
-        (M, N, K,
-         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
-         bias.stride(0) if bias is not None else 0, float(slope)),
-        dict(
-            HAS_BIAS=bias is not None,
-            STORE_Z=z is not None,
-            ACTIVATION=activation,
-            EVEN_K=K % config.block_k == 0,
-            UPCAST=interpret and a.dtype == torch.bfloat16,
-            INDEX_64=_needs_int64(a, b, c, zz),
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k,
-            GROUP_M=config.group_m,
-        ),
+        scalars, constexprs,
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )

@@ -31,7 +31,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch
-from autokernel.kernels.matmul import _needs_int64, grouped_tile, tile_acc
+from autokernel.kernels.matmul import grouped_tile, pointer_kernel_args, tile_acc
 
 
 @triton.jit
@@ -168,26 +168,12 @@ def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, in
     sk_tiles, iters_per_program = tail_split(M, N, K, config.block_m, config.block_n, config.block_k, programs)
     if not split_tail:
         sk_tiles = 0
-    zz = z if z is not None else c
+    scalars, constexprs = pointer_kernel_args(a, b, c, bias, activation, slope, config, interpret, z)
     kernel = KernelLaunch(
         _streamk_kernel,
         (programs,),
-        (M, N, K,
-         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
-         bias.stride(0) if bias is not None else 0, float(slope), sk_tiles, max(iters_per_program, 1)),
-        dict(
-            HAS_BIAS=bias is not None,
-            STORE_Z=z is not None,
-            ACTIVATION=activation,
-            EVEN_K=K % config.block_k == 0,
-            UPCAST=interpret and a.dtype == torch.bfloat16,
-            INDEX_64=_needs_int64(a, b, c, zz),
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k,
-            GROUP_M=config.group_m,
-            NUM_PROGRAMS=programs,
-        ),
+        (*scalars, sk_tiles, max(iters_per_program, 1)),
+        {**constexprs, "NUM_PROGRAMS": programs},
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
