@@ -358,7 +358,8 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
         return df
     # The config as the tuner matches it (config_key): rows written before a field existed
     # spell the same config with fewer keys.
-    keyed = df.assign(config=df["config"].map(_config_identity))
+    identity = {text: _config_identity(text) for text in df["config"].dropna().unique()}  # parse each text once
+    keyed = df.assign(config=df["config"].map(identity))
     keys = PROBLEM_KEY + ["device", "timing", "config"]
     latest = keyed[retimed].drop_duplicates(subset=keys, keep="last")
     hit = keyed[keys].astype(str).apply(tuple, axis=1).isin(set(latest[keys].astype(str).apply(tuple, axis=1)))
