@@ -3,12 +3,13 @@
 # shapes with a cold Triton cache, the same again warm (same seed, fresh history: the same
 # proposals, binaries cached), each timed; then each winner looked up in the exhaustive sweep.
 # Usage on the device: source scripts/device_env.sh; bash scripts/tune_targets.sh OUTDIR
+# (PASSES=cold runs the cold pass alone; scripts/tune_sbs.py then times the winners side by side)
 set -u
 out=$1
 SHAPES=("4096 4096 4096 fp16" "4096 11008 4096 bf16" "1024 4096 4096 fp16" "8192 8192 1024 bf16")
 TIMEFORMAT="  %R s wall"
 rm -rf ~/.triton/cache
-for pass in cold warm; do
+for pass in ${PASSES:-cold warm}; do
   for shape in "${SHAPES[@]}"; do
     set -- $shape
     echo "$pass $1x$2x$3 $4:"
@@ -36,6 +37,7 @@ for f in sorted(out.glob("tune_cold_*.json")):
     in_sweep = rows.get(config_key(cfg), {}).get("gpu_ms")
     base = r["baseline"] or {}
     vs = base.get("gpu_ms") / r["best"]["gpu_ms"] if base.get("gpu_ms") and r["best"]["gpu_ms"] else None
-    print(f"{p.label()} | {cfg.short()} | {best / in_sweep:.4f} | {best / r['best']['rank_ms']:.4f} | "
+    ratio = "not in the sweep" if in_sweep is None else f"{best / in_sweep:.4f}"  # e.g. a field the sweep predates
+    print(f"{p.label()} | {cfg.short()} | {ratio} | {best / r['best']['rank_ms']:.4f} | "
           f"{base.get('gpu_ms')} | {vs and round(vs, 3)}")
 PY

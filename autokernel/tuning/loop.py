@@ -192,6 +192,11 @@ def tune(
 CONFIRM_LEADERS = 3
 """How many of the fastest configs are measured again, side by side, when a problem's tuning ends."""
 CONFIRM_ROUNDS = 3
+"""At most this many batches of re-timing per problem."""
+CONFIRM_REPEATS = 3
+"""Readings per config in a batch, in interleaved rounds; the median decides. On the H100
+at its power cap the SM clock swings by ~15 % about once a second (docs/tuning.md), so
+one reading of ~0.25 s per config ranks configs 2-3 % apart by the clock's phase."""
 
 
 def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, record, *, device: str,
@@ -201,8 +206,9 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
 
     The best of many noisy readings is biased: on the H100 a winner picked by one reading
     measured up to 6 % slower than the default config when the two were timed side by side
-    (configs/README.md). Re-timed rows supersede their configs' earlier readings
-    (observations). When a config not yet re-timed then leads on its first reading, it is
+    (configs/README.md). A batch takes CONFIRM_REPEATS readings of each config, round after
+    round, each round in another order; a config's median re-timed reading supersedes its
+    earlier ones (observations). When a config not yet re-timed then leads on its first reading, it is
     re-timed in a further batch beside the best confirmed config, up to CONFIRM_ROUNDS
     batches; if one still leads after that, the line returned says so. ``record`` appends
     the new trials. Returns None when there was nothing to confirm."""
@@ -221,7 +227,10 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
         rounds += 1
         for o in batch:
             first.setdefault(config_key(o.config), o.ms)
-        evaluator.retime(problem, [o.config for o in batch], on_trial=lambda t: record(t, new=False))
+        configs = [o.config for o in batch]
+        for repeat in range(CONFIRM_REPEATS):  # each round starts one config later
+            shift = repeat % len(configs)
+            evaluator.retime(problem, configs[shift:] + configs[:shift], on_trial=lambda t: record(t, new=False))
         confirmed.update(config_key(o.config) for o in batch)
         order = ranked()
         best_confirmed = next((o for o in order if config_key(o.config) in confirmed), None)
@@ -235,7 +244,8 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     win = order[0]
     key = config_key(win.config)
     what = (f"re-timed {len(confirmed)} leading config(s) side by side"
-            f"{' with the default' if default in confirmed else ''} in {rounds} batch(es): ")
+            f"{' with the default' if default in confirmed else ''} in {rounds} batch(es) of "
+            f"{CONFIRM_REPEATS} interleaved rounds, by their medians: ")
     if key not in confirmed:
         return what + f"{win.config.short()} still leads on its first reading {win.ms:.4g} ms, not confirmed"
     return what + f"winner {win.config.short()} {win.ms:.4g} ms (first reading {first[key]:.4g} ms)"

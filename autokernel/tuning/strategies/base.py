@@ -86,13 +86,13 @@ def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None =
                  timing: str | None = None) -> list[Observation]:
     """The Triton trials of ``problem`` in a history frame as Observations (see
     problem_rows), one per config: ranked by ``gpu_ms`` where measured, else ``ms``; a
-    config measured more than once counts by its re-timed row if it has one, else by its
-    fastest success, else its latest failure."""
-    from autokernel.history import is_retimed
+    config measured more than once counts by its median re-timed row if it has one
+    (history.drop_superseded), else by its fastest success, else its latest failure."""
+    from autokernel.history import drop_superseded, is_retimed
 
     out: dict[tuple, Observation] = {}
     final: set[tuple] = set()
-    for config, row in problem_rows(df, problem, device=device, timing=timing):
+    for config, row in problem_rows(drop_superseded(df), problem, device=device, timing=timing):
         ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
         status = str(row["status"])
         ok = status == "success" and ms is not None
