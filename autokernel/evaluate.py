@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
@@ -15,7 +16,7 @@ from autokernel.api import matmul
 from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.problem import Problem, fresh_seed
 from autokernel.timing import (
-    GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, tflops, time_fn, timing_label,
+    GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, race, tflops, time_fn, timing_label,
 )
 
 # The pass criterion: relative error and allclose, both at 1e-2 (the seeds' criterion).
@@ -329,6 +330,47 @@ def evaluate(
     if problem.m == 0 or problem.n == 0:
         return trial  # nothing to launch, nothing to time
     return _timed(trial, problem, run, make_args, timer, graph_time)
+
+
+def evaluate_side_by_side(
+    problem: Problem,
+    configs: Iterable[KernelConfig],
+    *,
+    seed: int | None = None,
+    slope: float = LEAKY_SLOPE,
+    timer: Callable[..., Timing] = time_fn,
+) -> list[Trial]:
+    """``evaluate`` each config (check, then the event timer), then take the GPU time of
+    those that passed side by side, interleaved (timing.race) over the same input sets:
+    the reading that decides between configs a few per cent apart. Where the race itself
+    fails (a capture error), each config's gpu_ms is taken alone as evaluate does; where
+    that fails too, the config's trial fails. Without a GPU: ``evaluate`` of each."""
+    trials = [evaluate(problem, config, seed=seed, slope=slope, timer=timer) for config in configs]
+    timed = [t for t in trials if t.ok and t.ms is not None]
+    if timing_label() != GPU or not timed:
+        return trials
+    sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
+
+    def caller(config: KernelConfig) -> Callable[[], None]:
+        cycle = itertools.cycle(sets)
+
+        def call() -> None:
+            a, b, bias, out = next(cycle)
+            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
+
+        return call
+
+    fns = [caller(t.config) for t in timed]
+    try:
+        for trial, ms in zip(timed, race(fns)):
+            trial.gpu_ms = ms
+    except Exception:  # one config's capture failed: each alone, as evaluate times them
+        for trial, fn in zip(timed, fns):
+            try:
+                trial.gpu_ms = gpu_time(fn)
+            except Exception as exc:
+                trial.status, trial.error = failure_status(exc), error_line(exc)
+    return trials
 
 
 def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LEAKY_SLOPE) -> Callable:

@@ -7,7 +7,8 @@ as Python on the CPU: a few wall-clock repeats, labelled ``timing="interpreter"`
 are never compared with GPU timings.
 
 ``gpu_time`` is the other reading of one function, for ranking: the GPU time per call
-without the host's launch cost, from many calls replayed in one CUDA graph.
+without the host's launch cost, from many calls replayed in one CUDA graph. ``race``
+takes that reading of several functions at once, interleaved, for a side-by-side verdict.
 """
 
 from __future__ import annotations
@@ -179,6 +180,61 @@ def gpu_time(
 
     arg_sets = itertools.cycle(rotate if rotate else [()])
     return float(do_bench_cudagraph(lambda: fn(*next(arg_sets)), rep=rep_ms, return_mode="median"))
+
+
+RACE_ROUNDS = 30
+RACE_SEGMENT_MS = 2.0
+
+
+def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
+         segment_ms: float = RACE_SEGMENT_MS) -> list[float]:
+    """GPU milliseconds per call of each of ``fns``, measured side by side (CUDA GPU only).
+
+    Each function gets a CUDA graph of as many back-to-back calls as fill about
+    ``segment_ms`` (from an eager estimate); then ``rounds`` rounds replay every graph
+    once between two events, each round starting one function later. A function's figure
+    is its summed replay time over its summed calls. One round lasts len(fns) x
+    ``segment_ms``, far less than the second or so over which the H100's SM clock swings
+    by ~15 % at its power cap (docs/tuning.md), so every function runs through the same
+    clock phases and their ratios hold where one timing after another would not. As in
+    gpu_time, no L2 flush runs between calls: let each fn cycle over input sets.
+    Exceptions from a function or a capture propagate.
+    """
+    if runtime.INTERPRETER:
+        raise RuntimeError("race needs a CUDA GPU; under the interpreter use time_fn")
+    if not fns:
+        return []
+    graphs, calls = [], []
+    for fn in fns:
+        fn()  # compile, allocate, warm
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        n = max(1, math.ceil(segment_ms / max(start.elapsed_time(end) / 3, 1e-3)))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n):
+                fn()
+        graph.replay()  # the first replay uploads the graph
+        graphs.append(graph)
+        calls.append(n)
+    torch.cuda.synchronize()
+    k = len(graphs)
+    marks = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
+             for _ in range(rounds)]
+    for r in range(rounds):
+        for j in range(k):
+            i = (r + j) % k
+            marks[r][i][0].record()
+            graphs[i].replay()
+            marks[r][i][1].record()
+    torch.cuda.synchronize()
+    return [sum(marks[r][i][0].elapsed_time(marks[r][i][1]) for r in range(rounds)) / (rounds * calls[i])
+            for i in range(k)]
 
 
 def tflops(flops: int, ms: float | None) -> float | None:

@@ -4,10 +4,11 @@ Issue 7's target compares a 24-trial `tune` run's winner with the best config of
 exhaustive sweep (tests/data/sweep_h100.csv). Judged by figures from two different runs,
 the answer moves with the GPU's state (the H100 sits at its 700 W power cap under
 sustained GEMM load and its SM clock wanders between ~1.2 and 1.4 GHz), so this script
-times the candidates in one process, interleaved: the tuner's winner, the sweep's TOP
-fastest configs and the default config, ROUNDS rounds, each round in a fresh random
-order, every evaluation the tuner's own (fp32-reference check, event timer, CUDA-graph
-time). Per config the median over rounds; the verdict is the winner's throughput over the
+times the candidates in one process, side by side: the tuner's winner, the sweep's TOP
+fastest configs and the default config, ROUNDS times, each time in a fresh random order,
+through the tuner's own re-time (evaluate_side_by_side: fp32-reference check, event
+timer, then every config's CUDA-graph time interleaved in short segments, timing.race).
+Per config the median over the ROUNDS; the verdict is the winner's throughput over the
 best median's, by GPU time (gpu_ms, what tuning ranks by) and by event time (ms).
 
 Usage (after scripts/tune_targets.sh wrote OUTDIR/tune_cold_*.json):
@@ -37,7 +38,7 @@ def main() -> int:
 
     warnings.simplefilter("ignore")
     from autokernel.config import KernelConfig, default_config
-    from autokernel.evaluate import evaluate
+    from autokernel.evaluate import evaluate_side_by_side
     from autokernel.history import History
     from autokernel.problem import Problem
     from autokernel.tuning.space import config_key
@@ -73,15 +74,14 @@ def main() -> int:
         for _ in range(args.rounds):
             order = list(roles)
             rng.shuffle(order)
-            for key in order:
-                t = evaluate(problem, roles[key][0], graph_time=True)
+            for key, t in zip(order, evaluate_side_by_side(problem, [roles[key][0] for key in order])):
                 if t.status == "success":
                     readings[key].append((t.gpu_ms if t.gpu_ms is not None else t.ms, t.ms))  # no graph time under the interpreter
                 else:
                     print(f"  {roles[key][0].short()}: {t.status} {t.error}", file=sys.stderr)
         med = {key: (statistics.median(g for g, _ in r), statistics.median(e for _, e in r))
                for key, r in readings.items() if r}
-        print(f"\n{problem.label()}  ({args.rounds} interleaved rounds; median gpu_ms / ms in us)")
+        print(f"\n{problem.label()}  ({args.rounds} side-by-side races; median gpu_ms / ms in us)")
         for key, (g, e) in sorted(med.items(), key=lambda kv: kv[1][0]):
             cfg, role = roles[key]
             print(f"  {cfg.short():40s} {g * 1e3:8.1f} {e * 1e3:8.1f}  {', '.join(role)}", flush=True)

@@ -94,6 +94,39 @@ def refusing_compile(problem: Problem, config: KernelConfig) -> Trial:
     return Trial(problem, config, "compile_error", error="seen by a compile worker")
 
 
+def batch_race(problem: Problem, configs) -> list[Trial]:
+    """A race task: misbehave for any config that asks, else one trial per config, each
+    noting the size of the batch it was timed in."""
+    for config in configs:
+        misbehave(config)
+    return [Trial(problem, c, "success", ms=1.0 + i, timing="interpreter", note=f"batch of {len(configs)}")
+            for i, c in enumerate(configs)]
+
+
+def test_retime_times_its_configs_together_in_one_task():
+    configs = [GOOD, GOOD.model_copy(update={"num_stages": 2}), GOOD.model_copy(update={"num_warps": 2})]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, race_fn=batch_race, timeout_s=TIMEOUT_S, spare=False) as ev:
+        trials = ev.retime(PROBLEM, configs, on_trial=seen.append)
+    assert seen == trials and [t.config for t in trials] == configs
+    assert [t.note for t in trials] == [f"batch of 3; {RETIMED}"] * 3
+    assert [t.ms for t in trials] == [1.0, 2.0, 3.0]
+
+
+def test_a_race_that_kills_its_worker_fails_every_config_and_the_run_goes_on():
+    configs = [GOOD, candidate("exit")]
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, race_fn=batch_race, timeout_s=TIMEOUT_S, spare=False) as ev:
+        lost = ev.retime(PROBLEM, configs)
+        hung = ev.retime(PROBLEM, [GOOD, candidate("hang")])
+        after = ev.evaluate(PROBLEM, [GOOD])
+    assert [t.config for t in lost] == configs
+    assert [t.status for t in lost] == ["runtime_error", "runtime_error"]
+    assert all("timing worker died (exit code 1)" in t.error and t.note == RETIMED for t in lost)
+    assert [t.status for t in hung] == ["timeout", "timeout"]
+    assert f"no result within {2 * TIMEOUT_S:g} s" in hung[0].error  # the batch's limit: per config
+    assert after[0].status == "success" and after[0].rel_error <= 1e-4
+
+
 def test_bad_candidates_become_failed_trials_and_the_run_goes_on():
     configs = [GOOD, candidate("raise"), candidate("out_of_resources"), candidate("exit"), GOOD,
                candidate("segfault"), candidate("hang"), GOOD]

@@ -65,7 +65,7 @@ _WORKER_IMPORTS = "autokernel.evaluate"  # torch, Triton and the kernels, import
 _READY = "ready"
 _Task = tuple[int, "Problem", "KernelConfig | None"]  # (index in the batch, problem, config)
 # What the timing worker serves: the index of its function in the tuple it was started with.
-_EVALUATE, _PROBE, _BASELINE = range(3)
+_EVALUATE, _PROBE, _BASELINE, _RACE = range(4)
 
 
 def evaluate_candidate(problem: Problem, config: KernelConfig) -> Trial:
@@ -76,6 +76,21 @@ def evaluate_candidate(problem: Problem, config: KernelConfig) -> Trial:
     from autokernel.timing import time_fn
 
     return evaluate(problem, config, graph_time=True, timer=functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0))
+
+
+def race_candidates(problem: Problem, configs: Sequence[KernelConfig]) -> list[Trial]:
+    """The timing worker's re-time of several configs: each checked and event-timed as
+    evaluate_candidate does, then their gpu_ms taken side by side, interleaved
+    (evaluate.evaluate_side_by_side, timing.race)."""
+    from autokernel.evaluate import evaluate_side_by_side
+    from autokernel.timing import time_fn
+
+    return evaluate_side_by_side(problem, configs, timer=functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0))
+
+
+def each_candidate(evaluate_fn: CandidateFn, problem: Problem, configs: Sequence[KernelConfig]) -> list:
+    """A re-time as ``evaluate_fn`` of each config in turn (a caller's own evaluate_fn)."""
+    return [evaluate_fn(problem, config) for config in configs]
 
 
 def compile_candidate(problem: Problem, config: KernelConfig) -> Trial | None:
@@ -129,6 +144,9 @@ class WorkerEvaluator:
             default compile_candidate.
         probe_fn: ``f(problem, config) -> Trial | NOT_COMPILED | None`` run by the timing
             worker before the compile phase; default probe_candidate.
+        race_fn: ``f(problem, configs) -> list[Trial]`` run by the timing worker to re-time
+            several configs side by side; default race_candidates, or ``evaluate_fn`` of
+            each config in turn where an evaluate_fn is given.
         compile_workers: at most this many compile workers, started as candidates need
             compiling; default one per CPU core (at most 16) on a GPU, and none under the
             interpreter, where there is nothing to compile (nor to probe).
@@ -150,6 +168,7 @@ class WorkerEvaluator:
         evaluate_fn: CandidateFn | None = None,
         compile_fn: CandidateFn | None = None,
         probe_fn: CandidateFn | None = None,
+        race_fn: Callable | None = None,
         compile_workers: int | None = None,
         timeout_s: float = TIMEOUT_S,
         compile_timeout_s: float | None = None,
@@ -160,8 +179,10 @@ class WorkerEvaluator:
             raise ValueError(f"timeouts must be > 0 s, got {timeout_s} and {compile_timeout_s}")
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
+        if race_fn is None:
+            race_fn = functools.partial(each_candidate, evaluate_fn) if evaluate_fn else race_candidates
         timing_fns = (evaluate_fn or evaluate_candidate, probe_fn or probe_candidate,
-                      measure_baseline)  # indexed by _EVALUATE, _PROBE, _BASELINE
+                      measure_baseline, race_fn)  # indexed by _EVALUATE, _PROBE, _BASELINE, _RACE
         self._timing = _Pool(timing_fns, 1, lost_status="runtime_error", name="timing", spare=spare)
         self._compile_fn = compile_fn or compile_candidate
         self._compile_workers = compile_workers  # None: decided at the first evaluate (see _compile_pool)
@@ -210,14 +231,29 @@ class WorkerEvaluator:
         return trials  # type: ignore[return-value]  # every index was filled
 
     def retime(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
-        """Check and time ``configs`` again, one after the other in the timing worker, each
-        new Trial noted "re-timed": for a winner that beats the runner-up by a suspicious
-        margin (see evaluator.suspicious_pair), measured again side by side. The new trials are
-        the ones to keep and rank by (record them through ``on_trial``)."""
+        """Check and time ``configs`` again, side by side in one task of the timing worker
+        (race_candidates: their GPU times interleaved), each new Trial noted "re-timed": for
+        a winner that beats the runner-up by a suspicious margin (see
+        evaluator.suspicious_pair) and for the leaders when tuning ends. The new trials are
+        the ones to keep and rank by (record them through ``on_trial``). A task that fails
+        as a whole (its worker lost, past ``timeout_s`` per config) fails every config."""
+        from autokernel.evaluate import Trial
+
+        configs = list(configs)
         trials: list[Trial | None] = [None] * len(configs)
-        with self._killed_on_error():
-            self._timing.run([(i, problem, config) for i, config in enumerate(configs)], self.timeout_s,
-                             _finisher(trials, on_trial, retimed=True), kind=_EVALUATE)
+        final = _finisher(trials, on_trial, retimed=True)
+
+        def split(_: int, result) -> None:
+            if isinstance(result, list) and len(result) == len(configs):
+                for i, trial in enumerate(result):
+                    final(i, trial)
+                return
+            for i, config in enumerate(configs):  # one failure for the whole batch
+                final(i, Trial(problem, config, result.status, timing=result.timing, error=result.error))
+
+        if configs:
+            with self._killed_on_error():
+                self._timing.run([(0, problem, tuple(configs))], self.timeout_s * len(configs), split, kind=_RACE)
         return trials  # type: ignore[return-value]
 
     def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial:
