@@ -341,26 +341,16 @@ def evaluate_side_by_side(
     timer: Callable[..., Timing] = time_fn,
 ) -> list[Trial]:
     """``evaluate`` each config (check, then the event timer), then take the GPU time of
-    those that passed side by side, interleaved (timing.race) over the same input sets:
-    the reading that decides between configs a few per cent apart. Where the race itself
+    those that passed side by side, interleaved (timing.race; each over input sets drawn
+    as the graph timer draws them): the reading that decides between configs a few per
+    cent apart. Where the race itself
     fails (a capture error), each config's gpu_ms is taken alone as evaluate does; where
     that fails too, the config's trial fails. Without a GPU: ``evaluate`` of each."""
     trials = [evaluate(problem, config, seed=seed, slope=slope, timer=timer) for config in configs]
     timed = [t for t in trials if t.ok and t.ms is not None]
     if timing_label() != GPU or not timed:
         return trials
-    sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
-
-    def caller(config: KernelConfig) -> Callable[[], None]:
-        cycle = itertools.cycle(sets)
-
-        def call() -> None:
-            a, b, bias, out = next(cycle)
-            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
-
-        return call
-
-    fns = [caller(t.config) for t in timed]
+    fns = [race_call(problem, "triton", t.config, seed=seed, slope=slope) for t in timed]
     try:
         for trial, ms in zip(timed, race(fns)):
             trial.gpu_ms = ms
@@ -371,6 +361,30 @@ def evaluate_side_by_side(
             except Exception as exc:
                 trial.status, trial.error = failure_status(exc), error_line(exc)
     return trials
+
+
+def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | None = None, *,
+              seed: int | None = None, slope: float = LEAKY_SLOPE) -> Callable[[], object]:
+    """One implementation of ``problem`` as a call with no arguments for timing.race: our
+    kernel with ``config`` (kernel "triton") or a torch baseline (TORCH_KERNELS), each call
+    on the next of the input sets the CUDA-graph timer would rotate through (GRAPH_INPUT_SETS)."""
+    if kernel == "triton":
+        sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
+        cycle = itertools.cycle(sets)
+
+        def ours() -> None:
+            a, b, bias, out = next(cycle)
+            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
+
+        return ours
+    fn = torch_function(problem, kernel, slope=slope)
+    make = _input_factory(problem, seed)
+    cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
+    return lambda: fn(*next(cycle))
+
+
+_LAST_COMPILED: dict[tuple, Callable] = {}
+"""The torch.compile baseline of the latest problem (one entry), reused when asked again."""
 
 
 def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LEAKY_SLOPE) -> Callable:
@@ -390,13 +404,18 @@ def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LE
     if kernel == "torch":
         return eager
     if kernel == "torch_compile":
+        key = (problem, slope)
+        if key in _LAST_COMPILED:  # the same problem again (a side-by-side race): no new autotuning
+            return _LAST_COMPILED[key]
         # Every problem recompiles ``eager`` (new dtype, shape or activation), and past
         # dynamo's recompile limit (8 per function) it silently runs eagerly: a fresh cache
         # per problem keeps the 9th problem of a suite compiled.
         torch._dynamo.reset()
+        _LAST_COMPILED.clear()  # compiled before the reset: not to be reused
         # No CUDA graphs: replaying one copies every new input into the graph's static
         # buffers, which the timer's input rotation would then measure.
-        return torch.compile(eager, mode="max-autotune-no-cudagraphs", dynamic=False)
+        _LAST_COMPILED[key] = torch.compile(eager, mode="max-autotune-no-cudagraphs", dynamic=False)
+        return _LAST_COMPILED[key]
     if act not in cublaslt_activations() or not problem.bias:
         raise ValueError(
             f"cuBLASLt's fused epilogue has {' and '.join(cublaslt_activations())} with a bias; "

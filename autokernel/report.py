@@ -420,7 +420,10 @@ def build_report(rows: list[dict], source: str, plot_paths: dict[str, str] | Non
            + "; the **GPU time** is the "
            "time per call without the host's launch cost, from many calls replayed in one CUDA graph"
            + (f" ({', '.join(gpu_timers)})." if gpu_timers else " — **not measured in these results**: "
-              "every figure here is wall time."),
+              "every figure here is wall time.")
+           + (" `cuda_graph_race`: the implementations of a shape timed side by side, their graphs replayed "
+              "in ~2 ms segments interleaved over 30 rounds (`timing.race`), so that all of them run through "
+              "the same clock phases of a power-capped GPU." if "cuda_graph_race" in gpu_timers else ""),
            f"Throughput columns are TFLOP/s from the {'GPU' if timer == 'gpu' else 'wall'} time; "
            "a status instead of a number is a failed run (see Failures). Speedups are the baseline's time "
            "over Triton's (above 1: Triton is faster); the baseline is cuBLAS (`torch.matmul`) for plain "

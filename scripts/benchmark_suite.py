@@ -46,6 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(continue a run cut short, e.g. by --time-budget)")
     parser.add_argument("--tuned", help="a best-config file: also time Triton with its config for each problem")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile max-autotune (minutes)")
+    parser.add_argument("--race", action=argparse.BooleanOptionalAction, default=True,
+                        help="take every implementation's gpu_ms of a problem side by side, interleaved "
+                             "(timing.race; default), not one after another")
     parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                         help="start no new problem after this many seconds (rows measured so far are kept)")
     parser.add_argument("--interpret", action="store_true",
@@ -106,6 +109,34 @@ def implementations(problem, args, tuned_config, graph: dict) -> list[tuple[str,
     if args.compile:
         out.append(("max_autotune", lambda: (evaluate_torch(problem, "torch_compile", **graph), None)))
     return out
+
+
+RACE_TIMER = "cuda_graph_race"
+
+
+def race_gpu_ms(problem, measured: list) -> str | None:
+    """Replace the gpu_ms of every implementation that succeeded with one side-by-side
+    reading (timing.race: their CUDA graphs interleaved in short segments, so all of them
+    run through the same clock phases of a power-capped GPU). Returns RACE_TIMER, or None
+    (with a warning, the separate readings kept) when the race fails."""
+    from autokernel.evaluate import error_line, race_call
+    from autokernel.timing import race
+
+    ok = [(impl, trial) for impl, trial, _ in measured if trial.ok and trial.gpu_ms is not None]
+    if len(ok) < 2:
+        return None
+    kernel = {"eager": "torch", "cublas": "torch", "cublaslt": "cublaslt", "max_autotune": "torch_compile"}
+    try:
+        fns = [race_call(problem, "triton", trial.config) if trial.kernel == "triton"
+               else race_call(problem, kernel[impl]) for impl, trial in ok]
+        times = race(fns)
+    except Exception as exc:
+        print(f"warning: {problem.label()}: side-by-side timing failed ({error_line(exc)}); "
+              "gpu_ms from separate readings", file=sys.stderr)
+        return None
+    for (_, trial), ms in zip(ok, times):
+        trial.gpu_ms = ms
+    return RACE_TIMER
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.time_budget is not None and time.monotonic() - start > args.time_budget:
                     skipped += 1
                     continue
+                measured_here = []
                 for impl, thunk in impls:
                     source = None
                     try:
@@ -186,8 +218,13 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as exc:  # one failing implementation is a row, not the end of the run
                         trial = Trial(problem, None, failure_status(exc), kernel=impl, error=error_line(exc),
                                       timing=timing_label())
+                    measured_here.append((impl, trial, source))
+                timer_name = "cuda_graph" if graph_timer else None
+                if graph_timer and args.race:
+                    timer_name = race_gpu_ms(problem, measured_here) or timer_name
+                for impl, trial, source in measured_here:
                     row = result_row(suite, impl, trial, command=command, run_id=run_id, config_source=source,
-                                     copy_gbs=copy_gbs, gpu_timer="cuda_graph" if graph_timer else None)
+                                     copy_gbs=copy_gbs, gpu_timer=timer_name)
                     sink.write(json.dumps(row) + "\n")
                     sink.flush()
                     rows.append(row)

@@ -273,3 +273,38 @@ def test_shipped_suites_read():
     assert all(p.bias and p.activation in ("relu", "gelu_tanh", "silu") for p in suites["fused"])
     for problems in suites.values():
         assert {p.dtype for p in problems} == {"float16", "bfloat16"}
+
+
+def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsys):
+    """--race: one side-by-side reading replaces the gpu_ms of every implementation that
+    succeeded (ours by its config, torch's by kernel); a failed race keeps the separate
+    readings and says so."""
+    from autokernel.config import KernelConfig
+
+    suite = _suite_script()
+    problem = Problem(64, 64, 64, "float16", "relu", bias=True)
+    config = KernelConfig(block_m=32, block_n=32, block_k=32, num_warps=4)
+
+    def measured():
+        return [("triton", Trial(problem, config, "success", gpu_ms=1.0, ms=1.5), "lookup"),
+                ("eager", Trial(problem, None, "success", kernel="torch", gpu_ms=2.0, ms=2.5), None),
+                ("cublaslt", Trial(problem, None, "runtime_error", kernel="cublaslt", error="x"), None),
+                ("max_autotune", Trial(problem, None, "success", kernel="torch_compile", gpu_ms=3.0, ms=3.5), None)]
+
+    asked = []
+    monkeypatch.setattr("autokernel.evaluate.race_call",
+                        lambda p, kernel="triton", cfg=None: asked.append((kernel, cfg)) or kernel)
+    monkeypatch.setattr("autokernel.timing.race", lambda fns: [10.0 * (i + 1) for i in range(len(fns))])
+    rows = measured()
+    assert suite.race_gpu_ms(problem, rows) == suite.RACE_TIMER
+    assert asked == [("triton", config), ("torch", None), ("torch_compile", None)]
+    assert [t.gpu_ms for _, t, _ in rows] == [10.0, 20.0, None, 30.0]
+
+    def broken(fns):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr("autokernel.timing.race", broken)
+    rows = measured()
+    assert suite.race_gpu_ms(problem, rows) is None
+    assert [t.gpu_ms for _, t, _ in rows] == [1.0, 2.0, None, 3.0]
+    assert "side-by-side timing failed (RuntimeError: capture failed)" in capsys.readouterr().err
