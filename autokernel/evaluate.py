@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
@@ -347,15 +348,25 @@ def evaluate_side_by_side(
     fails (a capture error), each config's gpu_ms is taken alone as evaluate does; where
     that fails too, the config's trial fails. Without a GPU: ``evaluate`` of each."""
     trials = [evaluate(problem, config, seed=seed, slope=slope, timer=timer) for config in configs]
-    timed = [t for t in trials if t.ok and t.ms is not None]
-    if timing_label() != GPU or not timed:
+    if timing_label() != GPU:
         return trials
-    fns = [race_call(problem, "triton", t.config, seed=seed, slope=slope) for t in timed]
+    timed, fns = [], []
+    for trial in trials:
+        if not (trial.ok and trial.ms is not None):
+            continue
+        try:  # its input sets can run out of memory: that config fails, not the batch
+            fns.append(race_call(problem, "triton", trial.config, seed=seed, slope=slope))
+            timed.append(trial)
+        except Exception as exc:
+            trial.status, trial.error = failure_status(exc), error_line(exc)
+    if not timed:
+        return trials
     try:
         for trial, ms in zip(timed, race(fns)):
             trial.gpu_ms = ms
-    except Exception:  # one config's capture failed: each alone, as evaluate times them
+    except Exception as exc:  # one config's capture failed: each alone, as evaluate times them
         for trial, fn in zip(timed, fns):
+            trial.note = f"timed alone, the race failed ({error_line(exc)})"
             try:
                 trial.gpu_ms = gpu_time(fn)
             except Exception as exc:
@@ -380,7 +391,24 @@ def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | N
     fn = torch_function(problem, kernel, slope=slope)
     make = _input_factory(problem, seed)
     cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
-    return lambda: fn(*next(cycle))
+
+    def baseline() -> object:
+        with tf32_allowed():  # as evaluate_torch checked and timed it (and compiled it: dynamo guards on it)
+            return fn(*next(cycle))
+
+    return baseline
+
+
+@contextlib.contextmanager
+def tf32_allowed():
+    """TF32 allowed for torch's fp32 matmuls within, as our kernels' fp32 dot uses it: torch
+    baselines are checked and timed so, like for like."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 _LAST_COMPILED: dict[tuple, Callable] = {}
@@ -405,8 +433,8 @@ def torch_function(problem: Problem, kernel: str = "torch", *, slope: float = LE
         return eager
     if kernel == "torch_compile":
         key = (problem, slope)
-        if key in _LAST_COMPILED:  # the same problem again (a side-by-side race): no new autotuning
-            return _LAST_COMPILED[key]
+        if key in _LAST_COMPILED:  # the same problem again (a side-by-side race): the same compiled
+            return _LAST_COMPILED[key]  # function, no new autotuning if called as before (tf32_allowed)
         # Every problem recompiles ``eager`` (new dtype, shape or activation), and past
         # dynamo's recompile limit (8 per function) it silently runs eagerly: a fresh cache
         # per problem keeps the 9th problem of a suite compiled.
@@ -449,9 +477,7 @@ def evaluate_torch(
     """
     fn = torch_function(problem, kernel, slope=slope)
     trial = Trial(problem, None, "success", kernel=kernel, timing=timing_label())
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
+    with tf32_allowed():
         make = _input_factory(problem, seed)
         try:  # inputs too large for memory are a failed trial too, not a crash
             a, b, bias = make(0)
@@ -470,8 +496,6 @@ def evaluate_torch(
         if problem.m == 0 or problem.n == 0:
             return trial
         return _timed(trial, problem, fn, lambda i: make(i + 1), timer, graph_time)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 # --- forward + backward of the linear layer (bench --backward) --------------------------

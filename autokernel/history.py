@@ -350,12 +350,15 @@ def is_retimed(note: Any) -> bool:
 
 def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     """The rows without those a re-time superseded: where a config of a problem (on one
-    device, one timing kind) was re-timed, only its median re-timed row stays.
+    device, one timing kind) was re-timed, only its median re-timed row of the latest run
+    that re-timed it stays.
 
-    The median of the re-timed readings, ranked as the tuner ranks (``gpu_ms`` where
-    measured, else ``ms``; a failed reading after every success), the lower middle one of
-    an even count: a real row, not an average. The tuner re-times its leaders in several
-    interleaved rounds (tuning.loop._confirm_leaders), so no single lucky reading decides."""
+    The median of that run's re-timed readings, ranked as the tuner ranks (``gpu_ms``
+    where measured, else ``ms``; a failed reading after every success), the upper middle
+    one of an even count (a config counts as fast only if most of its readings are): a
+    real row, not an average. The tuner re-times its leaders in several side-by-side races
+    (tuning.loop._confirm_leaders), so no single lucky reading decides; readings of other
+    runs, taken at other times and perhaps one after another, are not pooled with them."""
     if df.empty:
         return df
     retimed = df["note"].map(is_retimed).astype(bool)
@@ -367,13 +370,17 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     keyed = df.assign(config=df["config"].map(identity))
     keys = PROBLEM_KEY + ["device", "timing", "config"]
     again = keyed[retimed]
+    group = again[keys].astype(str).apply(tuple, axis=1)
+    run = again["run_id"].astype(str) if "run_id" in again else group.map(lambda _: "")
+    latest = run == run.groupby(group).transform("last")  # rows are in the order written
+    again, group = again[latest], group[latest]
     speed = again["gpu_ms"].fillna(again["ms"]) if "gpu_ms" in again else again["ms"]
     ok = (again["status"] == "success") & speed.notna()
-    again = again.assign(_rank=speed.where(ok, float("inf"))).sort_values("_rank", kind="stable")
-    group = again[keys].astype(str).apply(tuple, axis=1)
+    order = speed.where(ok, float("inf")).sort_values(kind="stable").index
+    again, group = again.loc[order], group.loc[order]
     position = again.groupby(group, sort=False).cumcount()
     count = group.map(group.value_counts())
-    median = again[position == (count - 1) // 2]
+    median = again[position == count // 2]
     hit = keyed[keys].astype(str).apply(tuple, axis=1).isin(set(group[median.index]))
     return df[~hit | df.index.isin(median.index)]
 

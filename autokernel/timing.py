@@ -191,7 +191,7 @@ def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
     """GPU milliseconds per call of each of ``fns``, measured side by side (CUDA GPU only).
 
     Each function gets a CUDA graph of as many back-to-back calls as fill about
-    ``segment_ms`` (from an eager estimate); then ``rounds`` rounds replay every graph
+    ``segment_ms`` (estimated from a graph of four calls); then ``rounds`` rounds replay every graph
     once between two events, each round starting one function later. A function's figure
     is its summed replay time over its summed calls. One round lasts len(fns) x
     ``segment_ms``, far less than the second or so over which the H100's SM clock swings
@@ -204,23 +204,29 @@ def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
         raise RuntimeError("race needs a CUDA GPU; under the interpreter use time_fn")
     if not fns:
         return []
-    graphs, calls = [], []
-    for fn in fns:
-        fn()  # compile, allocate, warm
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(3):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        n = max(1, math.ceil(segment_ms / max(start.elapsed_time(end) / 3, 1e-3)))
+    def captured(fn, n: int) -> torch.cuda.CUDAGraph:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for _ in range(n):
                 fn()
         graph.replay()  # the first replay uploads the graph
-        graphs.append(graph)
+        return graph
+
+    def replay_ms(graph: torch.cuda.CUDAGraph) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+    graphs, calls = [], []
+    for fn in fns:
+        fn()  # compile, allocate, warm
+        torch.cuda.synchronize()
+        probe = 4  # GPU time per call from a small graph: eager calls of a small problem time the host
+        n = max(1, math.ceil(segment_ms / max(replay_ms(captured(fn, probe)) / probe, 1e-3)))
+        graphs.append(captured(fn, n))
         calls.append(n)
     torch.cuda.synchronize()
     k = len(graphs)

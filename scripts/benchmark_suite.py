@@ -125,11 +125,8 @@ def race_gpu_ms(problem, measured: list) -> str | None:
     ok = [(impl, trial) for impl, trial, _ in measured if trial.ok and trial.gpu_ms is not None]
     if len(ok) < 2:
         return None
-    kernel = {"eager": "torch", "cublas": "torch", "cublaslt": "cublaslt", "max_autotune": "torch_compile"}
     try:
-        fns = [race_call(problem, "triton", trial.config) if trial.kernel == "triton"
-               else race_call(problem, kernel[impl]) for impl, trial in ok]
-        times = race(fns)
+        times = race([race_call(problem, trial.kernel, trial.config) for _, trial in ok])
     except Exception as exc:
         print(f"warning: {problem.label()}: side-by-side timing failed ({error_line(exc)}); "
               "gpu_ms from separate readings", file=sys.stderr)

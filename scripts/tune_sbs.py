@@ -37,11 +37,12 @@ def main() -> int:
     import warnings
 
     warnings.simplefilter("ignore")
-    from autokernel.config import KernelConfig, default_config
+    from autokernel.config import KernelConfig
     from autokernel.evaluate import evaluate_side_by_side
     from autokernel.history import History
     from autokernel.problem import Problem
-    from autokernel.tuning.space import config_key
+    from autokernel.tuning.loop import space_default
+    from autokernel.tuning.space import SearchSpace, config_key
     from autokernel.tuning.strategies.base import problem_rows
 
     sweep = History(args.sweep).read()
@@ -53,6 +54,9 @@ def main() -> int:
         winner = KernelConfig(**result["best"]["config"])
         rows = sorted(((c, r) for c, r in problem_rows(sweep, problem) if r["status"] == "success"),
                       key=lambda cr: cr[1]["gpu_ms"] if cr[1]["gpu_ms"] is not None else cr[1]["ms"])
+        if not rows:
+            print(f"{problem.label()}: no successful row in {args.sweep}; skipped", file=sys.stderr)
+            continue
         sweep_best = rows[0][0]
         roles: dict[tuple, tuple[KernelConfig, list[str]]] = {}
 
@@ -66,10 +70,7 @@ def main() -> int:
         ranked = list(ranked.values())
         for i, cfg in enumerate(ranked[:args.top]):
             add(cfg, f"sweep#{i + 1}")
-        default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
-        if default.variant == "auto":  # as the tuner writes it (tuning.loop.space_default)
-            default = default.model_copy(update={"variant": "tma" if winner.variant == "tma" or sweep_best.variant == "tma" else "grouped"})
-        add(default, "default")
+        add(space_default(problem, SearchSpace.for_problem(problem)), "default")  # as the tuner tried it
         readings: dict[tuple, list[tuple[float, float]]] = {key: [] for key in roles}
         for _ in range(args.rounds):
             order = list(roles)
@@ -85,12 +86,16 @@ def main() -> int:
         for key, (g, e) in sorted(med.items(), key=lambda kv: kv[1][0]):
             cfg, role = roles[key]
             print(f"  {cfg.short():40s} {g * 1e3:8.1f} {e * 1e3:8.1f}  {', '.join(role)}", flush=True)
+        if not med:
+            print(f"{problem.label()}: every config failed every round; skipped", file=sys.stderr)
+            continue
         best_g = min(g for g, _ in med.values())
         best_e = min(e for _, e in med.values())
-        wk = config_key(winner)
+        nan = (float("nan"), float("nan"))  # a config that failed every round: no verdict, the rest kept
+        won, sb = med.get(config_key(winner), nan), med.get(config_key(sweep_best), nan)
         line = {"problem": problem.label(), "winner": winner.short(), "sweep_best": sweep_best.short(),
-                "winner_vs_best_gpu": best_g / med[wk][0], "winner_vs_best_event": best_e / med[wk][1],
-                "sweep_best_vs_best_gpu": best_g / med[config_key(sweep_best)][0],
+                "winner_vs_best_gpu": best_g / won[0], "winner_vs_best_event": best_e / won[1],
+                "sweep_best_vs_best_gpu": best_g / sb[0],
                 "readings": {roles[k][0].short(): v for k, v in readings.items()}}
         summary.append(line)
         (args.outdir / "tune_sbs.jsonl").open("a").write(json.dumps(line) + "\n")

@@ -9,6 +9,7 @@ import torch
 
 from autokernel import runtime, timing
 from autokernel.config import KernelConfig
+from autokernel import evaluate as ev
 from autokernel.evaluate import evaluate_side_by_side
 from autokernel.problem import Problem
 
@@ -67,3 +68,54 @@ def test_side_by_side_on_a_gpu_fills_gpu_ms_and_falls_back_per_config(monkeypatc
     monkeypatch.setattr("autokernel.evaluate.race", broken)
     alone = evaluate_side_by_side(problem, configs)
     assert all(t.ok and t.gpu_ms > 0 for t in alone)
+
+
+def test_race_call_torch_baseline_runs_with_tf32_like_evaluate_torch(monkeypatch):
+    """evaluate_torch times fp32 baselines with TF32 allowed; race_call's calls run outside
+    that context, so the raced cuBLAS is full fp32 (on the H100 at 4096^3: 2.82 ms raced vs
+    0.39 ms from evaluate_torch, 7.3x)."""
+    seen = []
+    monkeypatch.setattr(ev, "torch_function",
+                        lambda problem, kernel="torch", slope=None: (lambda a, b, bias: seen.append(
+                            torch.backends.cuda.matmul.allow_tf32)))
+    assert torch.backends.cuda.matmul.allow_tf32 is False  # torch's default
+    fn = ev.race_call(Problem(32, 32, 32, "float32"), "torch")
+    fn()
+    assert seen == [True]
+
+
+def test_race_call_reuses_the_compiled_baseline_without_recompiling(monkeypatch):
+    """_LAST_COMPILED promises 'no new autotuning', but the compile was made under
+    evaluate_torch's allow_tf32=True and dynamo guards on it (GLOBAL_STATE changed:
+    allow_tf32): the race's first call recompiles (max-autotune again, minutes on a GPU)."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **_: real(fn, backend=counter))
+    problem = Problem(32, 32, 32, "float16", "relu", bias=True)
+    assert ev.evaluate_torch(problem, "torch_compile").ok
+    compiled = counter.frame_count
+    ev.race_call(problem, "torch_compile")()
+    assert counter.frame_count == compiled
+
+
+def test_side_by_side_survives_a_race_call_that_raises(monkeypatch):
+    """race_call (input sets: an OOM on a large problem) is built outside the try: one
+    config's failure there raises out of evaluate_side_by_side, the timing worker turns the
+    task into one failed Trial and WorkerEvaluator.retime fails EVERY config with it."""
+    problem = Problem(19, 23, 17, "float32")
+    second = SMALL.model_copy(update={"block_n": 32})
+
+    def race_call(problem, kernel="triton", config=None, **_):
+        if config == second:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return lambda: None
+
+    monkeypatch.setattr(ev, "timing_label", lambda: "gpu")
+    monkeypatch.setattr(ev, "race_call", race_call)
+    monkeypatch.setattr(ev, "race", lambda fns: [1.0] * len(fns))
+    monkeypatch.setattr(ev, "gpu_time", lambda fn: 1.0)
+    trials = ev.evaluate_side_by_side(problem, [SMALL, second])
+    assert trials[0].ok and trials[0].gpu_ms == 1.0
+    assert trials[1].status == "out_of_resources"

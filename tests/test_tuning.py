@@ -267,32 +267,38 @@ def test_one_lucky_re_timed_reading_does_not_decide(sweep, tmp_path) -> None:
 
 
 def test_drop_superseded_keeps_the_median_re_timed_row() -> None:
-    """Of a config's re-timed rows the median one stays (failures rank last; the lower middle
-    of an even count); rows of other configs and problems are untouched."""
+    """Of a config's re-timed rows of the latest run that re-timed it the median one stays
+    (failures rank last; the upper middle of an even count); rows of other configs and
+    problems are untouched; an older run's re-times are not pooled in."""
     import pandas as pd
 
-    from autokernel.history import drop_superseded
+    from autokernel.history import best_per_problem, drop_superseded
 
     cfg = KernelConfig(block_m=64, block_n=64, block_k=32).to_json()
     other = KernelConfig(block_m=32, block_n=64, block_k=32).to_json()
     base = dict(M=64, N=64, K=64, dtype="float16", activation="none", bias=False, layout="nn",
                 device="GPU", timing="gpu", kernel="triton")
 
-    def row(config, gpu_ms, note=None, status="success", m=64):
-        return dict(base, M=m, config=config, gpu_ms=gpu_ms, ms=gpu_ms, status=status, note=note)
+    def row(config, gpu_ms, note=None, status="success", m=64, run="new"):
+        return dict(base, M=m, config=config, gpu_ms=gpu_ms, ms=gpu_ms, status=status, note=note, run_id=run)
 
     df = pd.DataFrame([
         row(cfg, 0.5),  # a first reading: superseded
         row(cfg, 1.0, "re-timed"), row(cfg, 3.0, "re-timed"), row(cfg, 2.0, "re-timed"),
-        row(other, 1.0, "re-timed"), row(other, None, "re-timed", status="runtime_error"),  # even: lower middle
+        row(other, 1.0, "re-timed"), row(other, 1.5, "re-timed"),  # even: the upper middle
         row(cfg, 9.0, m=128),  # another problem
     ])
     kept = drop_superseded(df)
     assert sorted(kept[kept["config"] == cfg]["gpu_ms"].tolist()) == [2.0, 9.0]
-    mine = kept[kept["config"] == other]
-    assert mine["gpu_ms"].tolist() == [1.0] and mine["status"].tolist() == ["success"]
+    assert kept[kept["config"] == other]["gpu_ms"].tolist() == [1.5]
     failing = pd.concat([df, pd.DataFrame([row(other, None, "re-timed", status="runtime_error")])], ignore_index=True)
-    assert drop_superseded(failing).query("config == @other")["status"].tolist() == ["runtime_error"]
+    assert drop_superseded(failing).query("config == @other")["gpu_ms"].tolist() == [1.5]  # 1.0, 1.5, failed
+    # An earlier run's lucky re-time is not pooled with this run's: B (median 1.06) beats A (1.1).
+    a, b = cfg, other
+    runs = pd.DataFrame([row(a, 0.5, "re-timed", run="old")] + [row(a, ms, "re-timed") for ms in (1.0, 1.1, 1.2)]
+                        + [row(b, ms, "re-timed") for ms in (1.05, 1.06, 1.07)])
+    best = best_per_problem(runs)
+    assert best["config"].iloc[0] == b and best["gpu_ms"].iloc[0] == pytest.approx(1.06)
 
 
 def test_the_reported_winner_is_the_retimed_figure(sweep, tmp_path) -> None:

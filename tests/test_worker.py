@@ -15,10 +15,11 @@ import pytest
 from autokernel import runtime, timing
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate
+from autokernel.history import is_retimed
 from autokernel.problem import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
 from autokernel.tuning.replay import ReplayEvaluator
-from autokernel.tuning.worker import NOT_COMPILED, WorkerEvaluator
+from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, WorkerEvaluator
 from conftest import BIG_SHAPE
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
@@ -121,8 +122,9 @@ def test_a_race_that_kills_its_worker_fails_every_config_and_the_run_goes_on():
         after = ev.evaluate(PROBLEM, [GOOD])
     assert [t.config for t in lost] == configs
     assert [t.status for t in lost] == ["runtime_error", "runtime_error"]
-    assert all("timing worker died (exit code 1)" in t.error and t.note == RETIMED for t in lost)
+    assert all("timing worker died (exit code 1)" in t.error and t.note == BATCH_LOST for t in lost)
     assert [t.status for t in hung] == ["timeout", "timeout"]
+    assert not any(is_retimed(t.note) for t in lost + hung)  # no config's reading: it supersedes none
     assert f"no result within {2 * TIMEOUT_S:g} s" in hung[0].error  # the batch's limit: per config
     assert after[0].status == "success" and after[0].rel_error <= 1e-4
 
@@ -332,3 +334,12 @@ def test_probing_triton_cache_raises_for_a_missing_kernel_instead_of_compiling(t
     monkeypatch.setenv(triton_cache.MANAGER_ENV, "somewhere:Else")
     assert not triton_cache.can_probe()
     assert probe_candidate(PROBLEM, GOOD) == NOT_COMPILED
+
+
+def test_retime_with_an_evaluate_fn_fails_only_the_config_that_raises():
+    """With an injected evaluate_fn the re-time is each_candidate in one task: a config that
+    raises fails alone, as it did in a task of its own (review finding)."""
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=TIMEOUT_S, spare=False) as ev:
+        trials = ev.retime(PROBLEM, [GOOD, candidate("raise")])
+    assert [t.status for t in trials] == ["success", "runtime_error"]
+    assert trials[1].error == "ValueError: a bad candidate"

@@ -23,7 +23,8 @@ class Evaluator(Protocol):
     with each as soon as it is final, so the caller can record it before the next one
     finishes (Ctrl-C then loses nothing already measured). ``retime`` measures configs
     again side by side, each new Trial noted "re-timed" (for a winner suspiciously far
-    ahead of the runner-up: suspicious_pair). ``close`` releases workers.
+    ahead of the runner-up, suspicious_pair, and for the leaders when a problem's tuning
+    ends). ``close`` releases workers.
     """
 
     def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]: ...
@@ -39,8 +40,9 @@ def suspicious_pair(trials: Iterable[Trial], margin: float = RETIME_MARGIN) -> t
     margin) and was not re-timed yet; else None. Then call
     ``evaluator.retime(problem, [winner.config, runner_up.config])``.
 
-    One trial per config counts: its latest re-timed trial where there is one, else its
-    fastest; failed trials and trials without a time are ignored.
+    One trial per config counts: its latest re-timed trial where there is one (these are
+    one batch's trials: one reading per config), else its fastest; failed trials and
+    trials without a time are ignored.
     """
     per_config: dict[tuple, Trial] = {}
     for trial in trials:

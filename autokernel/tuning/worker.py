@@ -52,6 +52,9 @@ timing, else its failed Trial; the probe returns NOT_COMPILED for a candidate th
 a compile worker. Workers are spawned, so it must pickle: a module-level function or a
 functools.partial of one."""
 
+BATCH_LOST = "re-time lost with its batch"
+"""The note of a config's failed Trial when its whole side-by-side re-time task failed."""
+
 NOT_COMPILED = "not compiled"
 """The probe's answer for a candidate whose binary is not in Triton's cache yet."""
 
@@ -89,8 +92,23 @@ def race_candidates(problem: Problem, configs: Sequence[KernelConfig]) -> list[T
 
 
 def each_candidate(evaluate_fn: CandidateFn, problem: Problem, configs: Sequence[KernelConfig]) -> list:
-    """A re-time as ``evaluate_fn`` of each config in turn (a caller's own evaluate_fn)."""
-    return [evaluate_fn(problem, config) for config in configs]
+    """A re-time as ``evaluate_fn`` of each config in turn (a caller's own evaluate_fn); one
+    that raises is its own failed Trial, as in a task of its own."""
+    out = []
+    for config in configs:
+        try:
+            out.append(evaluate_fn(problem, config))
+        except Exception as exc:
+            out.append(_raised_trial(problem, config, exc))
+    return out
+
+
+def _raised_trial(problem: Problem, config, exc: Exception) -> Trial:
+    """The failed Trial of a task that raised ``exc``."""
+    from autokernel.evaluate import Trial, error_line, failure_status
+    from autokernel.timing import timing_label
+
+    return Trial(problem, config, failure_status(exc), timing=timing_label(), error=error_line(exc))
 
 
 def compile_candidate(problem: Problem, config: KernelConfig) -> Trial | None:
@@ -236,20 +254,26 @@ class WorkerEvaluator:
         a winner that beats the runner-up by a suspicious margin (see
         evaluator.suspicious_pair) and for the leaders when tuning ends. The new trials are
         the ones to keep and rank by (record them through ``on_trial``). A task that fails
-        as a whole (its worker lost, past ``timeout_s`` per config) fails every config."""
+        as a whole (its worker lost, past ``timeout_s`` per config) fails every config,
+        noted BATCH_LOST and not "re-timed": no one config's reading, it supersedes none."""
         from autokernel.evaluate import Trial
 
         configs = list(configs)
         trials: list[Trial | None] = [None] * len(configs)
         final = _finisher(trials, on_trial, retimed=True)
+        lost = _finisher(trials, on_trial)
 
         def split(_: int, result) -> None:
             if isinstance(result, list) and len(result) == len(configs):
                 for i, trial in enumerate(result):
                     final(i, trial)
                 return
+            if isinstance(result, list):
+                status, timing, error = "runtime_error", None, f"the re-time gave {len(result)} results for {len(configs)} configs"
+            else:
+                status, timing, error = result.status, result.timing, result.error
             for i, config in enumerate(configs):  # one failure for the whole batch
-                final(i, Trial(problem, config, result.status, timing=result.timing, error=result.error))
+                lost(i, Trial(problem, config, status, timing=timing, error=error, note=BATCH_LOST))
 
         if configs:
             with self._killed_on_error():
@@ -349,10 +373,7 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
         try:
             result = fns[kind](problem, config)
         except Exception as exc:
-            from autokernel.evaluate import Trial, error_line, failure_status
-            from autokernel.timing import timing_label
-
-            result = Trial(problem, config, failure_status(exc), timing=timing_label(), error=error_line(exc))
+            result = _raised_trial(problem, config, exc)
         healthy = _cuda_healthy()
         conn.send((result, healthy))
         if not healthy:

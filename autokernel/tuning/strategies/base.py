@@ -92,7 +92,9 @@ def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None =
 
     out: dict[tuple, Observation] = {}
     final: set[tuple] = set()
-    for config, row in problem_rows(drop_superseded(df), problem, device=device, timing=timing):
+    if not df.empty:
+        df = drop_superseded(df[problem_mask(df, problem)])  # this problem's rows only: a history holds many
+    for config, row in problem_rows(df, problem, device=device, timing=timing):
         ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
         status = str(row["status"])
         ok = status == "success" and ms is not None
