@@ -272,12 +272,18 @@ def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history
 
 def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timing: str, limit: int = 3) -> list[KernelConfig]:
     """Configs worth trying first on a problem with no trials: the default config (its
-    "auto" variant made explicit) and the best configs of the nearest other problems of
-    the same dtype in the history, on this device. Only those the space accepts."""
+    "auto" variant made explicit), its tile on the other kernel where the space has both
+    (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
+    2048³ on the H100, TMA at most larger ones), and the best configs of the nearest other
+    problems of the same dtype in the history, on this device. Only those the space accepts."""
     from autokernel.best import shape_distance
     from autokernel.history import best_per_problem
 
-    out = [space_default(problem, space)]
+    default = space_default(problem, space)
+    out = [default]
+    if space.tma and default.variant in ("tma", "grouped"):
+        out.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
+    limit += len(out) - 1
     if df is not None and not df.empty:
         best = best_per_problem(df)
         best = best[(best["device"] == device) & (best["timing"] == timing) & (best["dtype"] == problem.dtype)]
