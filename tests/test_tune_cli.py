@@ -23,6 +23,9 @@ def test_tune_replay_json_history_and_continuation(sweep, hist, tmp_path):
     assert len(out) == 1 and out[0]["trials"] == 8 and out[0]["prior_trials"] == 0
     assert [g["generation"] for g in out[0]["generations"]] == [1, 2]
     assert out[0]["baseline"]["ms"] == pytest.approx(0.19) and out[0]["speedup"] > 0
+    # The leaders' re-timing is reported as a note, not a warning (nothing went wrong).
+    assert out[0]["confirmation"].startswith("re-timed") and f"note: {out[0]['confirmation'][:30]}" in first.stderr
+    assert "warning: re-timed" not in first.stderr
     best = [g["best_ms"] for g in out[0]["generations"]]
     assert best == sorted(best, reverse=True)  # best so far never gets worse
     second = json.loads(runner.invoke(app, args).stdout)

@@ -204,6 +204,11 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def note(message: str) -> None:
+    """One informational line on stderr (stdout stays for results, e.g. --json)."""
+    err_console.print(f"[dim]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def history_store(path: str | None, *, append: bool = True) -> Any:
     """The History (--history, else $AUTOKERNEL_HISTORY, else results/history.csv); with
     ``append``, checked now that rows can be appended to it, before any work is done."""

@@ -28,6 +28,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     history_store,
+    note,
     print_json,
     print_table,
     problem_sizes,
@@ -282,6 +283,8 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
         result = loop.tune(problem, strategy=strategy, evaluator=evaluator, store=store, space=space,
                            generations=options.generations, per_generation=options.per_generation, run_id=run_id,
                            device=device, timing=timing, command=command, seeds=seeds, stop=stop, on_trial=on_trial)
+    if result.confirmation and result.confirmation not in result.events:
+        note(result.confirmation)
     for event in result.events:
         warn(event)
     baseline = _baseline(problem, evaluator, store, run_id, command)
@@ -362,6 +365,7 @@ def _to_json(outcome: dict) -> dict:
         "problem": result.problem.to_dict(), "strategy": result.strategy, "run_id": result.run_id,
         "space_size": outcome["space_size"], "prior_trials": result.prior_trials, "trials": len(result.trials),
         "failed": result.failed, "stopped": result.stopped, "events": result.events,
+        "confirmation": result.confirmation,
         "generations": [g.to_dict() for g in result.generations], "best": best,
         "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
     }

@@ -67,6 +67,10 @@ class TuneResult:
     prior_trials: int
     stopped: str = "generations"
     events: list[str] = field(default_factory=list)
+    """What went wrong or differently along the way (a strategy's fallback, a leader left
+    unconfirmed): the CLI prints them as warnings."""
+    confirmation: str | None = None
+    """How the leaders' side-by-side re-timing ended (None: nothing was re-timed)."""
 
     @property
     def failed(self) -> int:
@@ -179,9 +183,10 @@ def tune(
             result.stopped = "time budget"
             break
     if result.trials and hasattr(evaluator, "retime"):
-        event = _confirm_leaders(problem, space, store, evaluator, record, device=device, timing=timing)
-        if event:
-            result.events.append(event)
+        line, confirmed = _confirm_leaders(problem, space, store, evaluator, record, device=device, timing=timing)
+        result.confirmation = line
+        if line and not confirmed:
+            result.events.append(line)
     if result.trials:
         # From the history as written: a re-timed row supersedes its config's earlier ones,
         # and the best carries its row (ms, gpu_ms, tflops), this run's or an earlier one's.
@@ -200,7 +205,7 @@ one reading of ~0.25 s per config ranks configs 2-3 % apart by the clock's phase
 
 
 def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, record, *, device: str,
-                     timing: str) -> str | None:
+                     timing: str) -> tuple[str | None, bool]:
     """Measure the CONFIRM_LEADERS fastest configs of ``problem`` again in one batch, with the
     default config beside them where it was tried, and let those readings decide.
 
@@ -211,7 +216,8 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     earlier ones (observations). When a config not yet re-timed then leads on its first reading, it is
     re-timed in a further batch beside the best confirmed config, up to CONFIRM_ROUNDS
     batches; if one still leads after that, the line returned says so. ``record`` appends
-    the new trials. Returns None when there was nothing to confirm."""
+    the new trials. Returns (line, confirmed): the line None when there was nothing to
+    confirm; confirmed False when the leader was left unconfirmed or nothing succeeded."""
     default = config_key(space.canonical(space_default(problem, space)))  # as prior_configs tried it
     confirmed: set[tuple] = set()
     first: dict[tuple, float] = {}
@@ -238,17 +244,17 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
                  and (best_confirmed is None or o.ms < best_confirmed.ms)][:CONFIRM_LEADERS]
         batch = ahead + ([best_confirmed] if ahead and best_confirmed is not None else [])
     if not confirmed:
-        return None
+        return None, True
     if not order:
-        return f"re-timed {len(confirmed)} leading config(s): none succeeded again"
+        return f"re-timed {len(confirmed)} leading config(s): none succeeded again", False
     win = order[0]
     key = config_key(win.config)
     what = (f"re-timed {len(confirmed)} leading config(s) side by side"
             f"{' with the default' if default in confirmed else ''} in {rounds} batch(es) of "
             f"{CONFIRM_REPEATS} interleaved rounds, by their medians: ")
     if key not in confirmed:
-        return what + f"{win.config.short()} still leads on its first reading {win.ms:.4g} ms, not confirmed"
-    return what + f"winner {win.config.short()} {win.ms:.4g} ms (first reading {first[key]:.4g} ms)"
+        return what + f"{win.config.short()} still leads on its first reading {win.ms:.4g} ms, not confirmed", False
+    return what + f"winner {win.config.short()} {win.ms:.4g} ms (first reading {first[key]:.4g} ms)", True
 
 
 def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
