@@ -374,6 +374,20 @@ def evaluate_side_by_side(
     return trials
 
 
+def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEAKY_SLOPE) -> bool:
+    """Give the successful forward trials of ``problem`` (ours by their configs, torch's by
+    their kernels) their gpu_ms from one side-by-side reading (timing.race), in place.
+    False, with nothing changed, where fewer than two qualify or there is no GPU; an error
+    of the race propagates, the trials unchanged."""
+    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
+    if timing_label() != GPU or len(timed) < 2:
+        return False
+    times = race([race_call(problem, t.kernel, t.config, slope=slope) for t in timed])
+    for trial, ms in zip(timed, times):
+        trial.gpu_ms = ms
+    return True
+
+
 def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | None = None, *,
               seed: int | None = None, slope: float = LEAKY_SLOPE) -> Callable[[], object]:
     """One implementation of ``problem`` as a call with no arguments for timing.race: our

@@ -116,24 +116,17 @@ RACE_TIMER = "cuda_graph_race"
 
 def race_gpu_ms(problem, measured: list) -> str | None:
     """Replace the gpu_ms of every implementation that succeeded with one side-by-side
-    reading (timing.race: their CUDA graphs interleaved in short segments, so all of them
-    run through the same clock phases of a power-capped GPU). Returns RACE_TIMER, or None
-    (with a warning, the separate readings kept) when the race fails."""
-    from autokernel.evaluate import error_line, race_call
-    from autokernel.timing import race
+    reading (evaluate.race_trials: their CUDA graphs interleaved in short segments, so all
+    of them run through the same clock phases of a power-capped GPU). Returns RACE_TIMER,
+    or None (with a warning where the race failed; the separate readings kept)."""
+    from autokernel.evaluate import error_line, race_trials
 
-    ok = [(impl, trial) for impl, trial, _ in measured if trial.ok and trial.gpu_ms is not None]
-    if len(ok) < 2:
-        return None
     try:
-        times = race([race_call(problem, trial.kernel, trial.config) for _, trial in ok])
+        return RACE_TIMER if race_trials(problem, [t for _, t, _ in measured if t.gpu_ms is not None]) else None
     except Exception as exc:
         print(f"warning: {problem.label()}: side-by-side timing failed ({error_line(exc)}); "
               "gpu_ms from separate readings", file=sys.stderr)
         return None
-    for (_, trial), ms in zip(ok, times):
-        trial.gpu_ms = ms
-    return RACE_TIMER
 
 
 def main(argv: list[str] | None = None) -> int:

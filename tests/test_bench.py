@@ -41,6 +41,43 @@ def test_interpret_json_and_history(hist, tmp_path):
     assert df["run_id"].nunique() == 1
     rows = list(csv.DictReader(table.open()))
     assert [int(r["M"]) for r in rows] == [16, 24] and rows[0]["timing"] == "interpreter"
+    assert rows[0]["gpu_speedup"] == "" and rows[0]["triton_gpu_ms"] == ""  # no GPU: no GPU time
+    assert all(r["gpu_speedup"] is None for r in out)
+
+
+def test_gpu_time_side_by_side_in_table_json_csv_and_history(hist, tmp_path, monkeypatch):
+    """On a GPU the two of a forward problem get their GPU time from one race (here faked:
+    the interpreter has none): the table, JSON, CSV and history rows carry it; a race that
+    fails leaves it unmeasured with one warning, and the run still succeeds."""
+    import autokernel.evaluate as ev
+
+    raced = []
+
+    def race_trials(problem, trials):
+        raced.append([t.kernel for t in trials])
+        for t, ms in zip(trials, (0.02, 0.01)):
+            t.gpu_ms = ms
+        return True
+
+    monkeypatch.setattr(ev, "race_trials", race_trials)
+    table = tmp_path / "run.csv"
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1", "--csv", str(table)])
+    assert result.exit_code == 0, result.output
+    (r,) = json.loads(result.stdout)
+    assert raced == [["torch", "triton"]]
+    assert r["torch"]["gpu_ms"] == 0.02 and r["triton"]["gpu_ms"] == 0.01 and r["gpu_speedup"] == pytest.approx(2.0)
+    assert next(csv.DictReader(table.open()))["gpu_speedup"] == "2.0"
+    assert History(hist).read()["gpu_ms"].tolist() == [0.02, 0.01]
+    shown = runner.invoke(app, ["bench", "--interpret", "-s", "16", "--repeat", "1"])
+    assert "20.0 / 10.0" in shown.stdout and "2.00x" in shown.stdout
+
+    def broken(problem, trials):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(ev, "race_trials", broken)
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["gpu_speedup"] is None
+    assert "16x16x16 float16: GPU time not measured (RuntimeError: capture failed)" in result.stderr
 
 
 def test_bias_activation_and_config(hist):

@@ -276,9 +276,8 @@ def test_shipped_suites_read():
 
 
 def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsys):
-    """--race: one side-by-side reading replaces the gpu_ms of every implementation that
-    succeeded (ours by its config, torch's by kernel); a failed race keeps the separate
-    readings and says so."""
+    """--race: evaluate.race_trials gives every implementation measured with a GPU time its
+    side-by-side reading; a failed race keeps the separate readings and says so."""
     from autokernel.config import KernelConfig
 
     suite = _suite_script()
@@ -292,9 +291,10 @@ def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsy
                 ("max_autotune", Trial(problem, None, "success", kernel="torch_compile", gpu_ms=3.0, ms=3.5), None)]
 
     asked = []
+    monkeypatch.setattr("autokernel.evaluate.timing_label", lambda: "gpu")
     monkeypatch.setattr("autokernel.evaluate.race_call",
-                        lambda p, kernel="triton", cfg=None: asked.append((kernel, cfg)) or kernel)
-    monkeypatch.setattr("autokernel.timing.race", lambda fns: [10.0 * (i + 1) for i in range(len(fns))])
+                        lambda p, kernel="triton", cfg=None, **_: asked.append((kernel, cfg)) or kernel)
+    monkeypatch.setattr("autokernel.evaluate.race", lambda fns: [10.0 * (i + 1) for i in range(len(fns))])
     rows = measured()
     assert suite.race_gpu_ms(problem, rows) == suite.RACE_TIMER
     assert asked == [("triton", config), ("torch", None), ("torch_compile", None)]
@@ -303,7 +303,7 @@ def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsy
     def broken(fns):
         raise RuntimeError("capture failed")
 
-    monkeypatch.setattr("autokernel.timing.race", broken)
+    monkeypatch.setattr("autokernel.evaluate.race", broken)
     rows = measured()
     assert suite.race_gpu_ms(problem, rows) is None
     assert [t.gpu_ms for _, t, _ in rows] == [1.0, 2.0, None, 3.0]

@@ -76,6 +76,13 @@ class BenchResult:
         return self.torch.ms / self.triton.ms
 
     @property
+    def gpu_speedup(self) -> float | None:
+        """The same by GPU time (torch and Triton timed side by side), where measured."""
+        if self.torch.gpu_ms is None or not self.triton.gpu_ms:
+            return None
+        return self.torch.gpu_ms / self.triton.gpu_ms
+
+    @property
     def ok(self) -> bool:
         return self.torch.ok and self.triton.ok
 
@@ -87,6 +94,7 @@ class BenchResult:
             "torch": self.torch.to_dict(),
             "triton": self.triton.to_dict(),
             "speedup": self.speedup,
+            "gpu_speedup": self.gpu_speedup,
         }
 
     def table_row(self) -> dict:
@@ -97,6 +105,7 @@ class BenchResult:
             "layout": p.layout, "config": k.config.to_json() if k.config else "", "config_source": self.source,
             "torch_ms": t.ms, "torch_tflops": t.tflops, "triton_ms": k.ms, "triton_ms_p20": k.p20,
             "triton_ms_p80": k.p80, "triton_tflops": k.tflops, "speedup": self.speedup,
+            "torch_gpu_ms": t.gpu_ms, "triton_gpu_ms": k.gpu_ms, "gpu_speedup": self.gpu_speedup,
             "max_abs_diff": k.max_abs_diff, "rel_error": k.rel_error, "status": k.status,
             "torch_status": t.status, "timing": k.timing, "error": k.error or t.error,
         }
@@ -107,8 +116,11 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
     """Measure torch and the kernel on each problem; ``on_result(result)`` is called after each.
 
     With ``backward``: one forward + backward step of the linear layer each, torch autograd
-    against autokernel.linear (``config`` is the forward GEMM's). ``timer``: default time_fn."""
-    from autokernel.evaluate import evaluate, evaluate_linear_training, evaluate_torch
+    against autokernel.linear (``config`` is the forward GEMM's). ``timer``: default time_fn.
+    On a GPU a forward problem's two also get their GPU time per call (no launch cost),
+    taken side by side (evaluate.race_trials); a failed race leaves it unmeasured, with a
+    warning."""
+    from autokernel.evaluate import error_line, evaluate, evaluate_linear_training, evaluate_torch, race_trials
     from autokernel.timing import time_fn
 
     timer = timer or time_fn
@@ -120,6 +132,10 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
         else:
             torch_trial = evaluate_torch(problem, "torch", timer=timer)
             triton_trial = evaluate(problem, config, timer=timer)
+            try:
+                race_trials(problem, [torch_trial, triton_trial])
+            except Exception as exc:  # the wall times stand; the GPU time stays unmeasured
+                warn(f"{problem.label()}: GPU time not measured ({error_line(exc)})")
         result = BenchResult(problem, torch_trial, triton_trial, source)
         if on_result is not None:
             on_result(result)
@@ -134,14 +150,16 @@ def _title(timer_desc: str, backward: bool) -> str:
         else "autokernel bench"
     if runtime.INTERPRETER:
         return f"{what} · triton interpreter (CPU) · {timer_desc} · not comparable with GPU timings"
-    return f"{what} · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms"
+    gpu = "" if backward else " (GPU speedup: by GPU time, the two timed side by side)"
+    return f"{what} · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms{gpu}"
 
 
 def render(results: list[BenchResult], timer_desc: str, backward: bool = False) -> None:
     table = Table(title=_title(timer_desc, backward))
     for name, justify in [("problem", "left"), ("triton config", "left"), ("torch ms", "right"),
                           ("torch TFLOP/s", "right"), ("triton ms (p20–p80)", "right"), ("triton TFLOP/s", "right"),
-                          ("speedup", "right"), ("max |Δ|", "right"), ("result", "left")]:
+                          ("speedup", "right"), ("GPU µs torch / triton", "right"), ("GPU speedup", "right"),
+                          ("max |Δ|", "right"), ("result", "left")]:
         table.add_column(name, justify=justify)
     for r in results:
         t, k = r.torch, r.triton
@@ -153,8 +171,10 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
             who = "triton" if bad is k else "torch"
             verdict = f"[red]{who} {bad.status}[/] {escape(bad.error or '')}"
         config = f"{k.config.short()} ({r.source})" if k.config else "-"
+        gpu = f"{t.gpu_ms * 1e3:.1f} / {k.gpu_ms * 1e3:.1f}" if r.gpu_speedup else "-"
         table.add_row(r.problem.label(), config, fmt(t.ms), fmt(t.tflops, 1), spread, fmt(k.tflops, 1),
-                      f"{r.speedup:.2f}x" if r.speedup else "-", fmt(k.max_abs_diff), verdict)
+                      f"{r.speedup:.2f}x" if r.speedup else "-", gpu,
+                      f"{r.gpu_speedup:.2f}x" if r.gpu_speedup else "-", fmt(k.max_abs_diff), verdict)
     print_table(table)
 
 
