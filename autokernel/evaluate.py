@@ -369,8 +369,8 @@ def evaluate_side_by_side(
             trial.note = f"timed alone, the race failed ({error_line(exc)})"
             try:
                 trial.gpu_ms = gpu_time(fn)
-            except Exception as exc:
-                trial.status, trial.error = failure_status(exc), error_line(exc)
+            except Exception as alone:  # not ``exc``: the loop reads the race's error again
+                trial.status, trial.error = failure_status(alone), error_line(alone)
     return trials
 
 

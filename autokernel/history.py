@@ -371,7 +371,7 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     keys = PROBLEM_KEY + ["device", "timing", "config"]
     again = keyed[retimed]
     group = again[keys].astype(str).apply(tuple, axis=1)
-    run = again["run_id"].astype(str) if "run_id" in again else group.map(lambda _: "")
+    run = again["run_id"].fillna("").astype(str) if "run_id" in again else group.map(lambda _: "")
     latest = run == run.groupby(group).transform("last")  # rows are in the order written
     again, group = again[latest], group[latest]
     speed = again["gpu_ms"].fillna(again["ms"]) if "gpu_ms" in again else again["ms"]

@@ -218,6 +218,8 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     batches; if one still leads after that, the line returned says so. ``record`` appends
     the new trials. Returns (line, confirmed): the line None when there was nothing to
     confirm; confirmed False when the leader was left unconfirmed or nothing succeeded."""
+    from autokernel.history import is_retimed
+
     default = config_key(space.canonical(space_default(problem, space)))  # as prior_configs tried it
     confirmed: set[tuple] = set()
     first: dict[tuple, float] = {}
@@ -229,6 +231,13 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     order = ranked()
     batch = order[:CONFIRM_LEADERS] + [o for o in order[CONFIRM_LEADERS:] if config_key(o.config) == default]
     rounds = 0
+    lost: set[tuple] = set()  # re-timed in no batch: every task of theirs was lost
+    got: set[tuple] = set()
+
+    def retimed(trial: Trial) -> None:
+        record(trial, new=False)
+        (got if is_retimed(trial.note) else lost).add(config_key(trial.config))
+
     while batch and rounds < CONFIRM_ROUNDS:
         rounds += 1
         for o in batch:
@@ -236,14 +245,16 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
         configs = [o.config for o in batch]
         for repeat in range(CONFIRM_REPEATS):  # each round starts one config later
             shift = repeat % len(configs)
-            evaluator.retime(problem, configs[shift:] + configs[:shift], on_trial=lambda t: record(t, new=False))
-        confirmed.update(config_key(o.config) for o in batch)
+            evaluator.retime(problem, configs[shift:] + configs[:shift], on_trial=retimed)
+        confirmed.update(config_key(o.config) for o in batch if config_key(o.config) in got)
         order = ranked()
         best_confirmed = next((o for o in order if config_key(o.config) in confirmed), None)
         ahead = [o for o in order if config_key(o.config) not in confirmed
                  and (best_confirmed is None or o.ms < best_confirmed.ms)][:CONFIRM_LEADERS]
         batch = ahead + ([best_confirmed] if ahead and best_confirmed is not None else [])
     if not confirmed:
+        if lost:
+            return f"re-timed none of {len(lost)} leading config(s): every re-time task was lost", False
         return None, True
     if not order:
         return f"re-timed {len(confirmed)} leading config(s): none succeeded again", False
@@ -262,8 +273,9 @@ def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
     from autokernel.config import default_config
 
     default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
-    if default.variant == "auto":
-        default = default.model_copy(update={"variant": "tma" if space.tma else "grouped"})
+    if default.variant == "auto":  # as api._plan_kernel resolves it: TMA for fp16/bf16 only
+        tma = space.tma and problem.dtype in ("float16", "bfloat16")
+        default = default.model_copy(update={"variant": "tma" if tma else "grouped"})
     return default
 
 
