@@ -133,3 +133,23 @@ def test_space_default_is_in_the_space_for_fp32_on_a_tma_gpu():
     problem = Problem(4096, 4096, 4096, "float32")
     space = gpu_space(problem)
     assert space.contains(loop.space_default(problem, space)), space.why_invalid(loop.space_default(problem, space))
+
+
+def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
+    """Coverage gap: with the twin removed from prior_configs the whole suite still passed."""
+    from autokernel.history import make_row
+    from conftest import gpu_space
+
+    problem = Problem(1024, 4096, 4096, "float16")
+    space = gpu_space(problem)
+    rows = []
+    for i, (m, n) in enumerate([(2048, 4096), (4096, 4096), (512, 4096), (8192, 4096)]):
+        cfg = KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=4, num_stages=3 + i % 3,
+                           variant="tma")
+        rows.append(make_row("tune", Problem(m, n, 4096, "float16"), cfg, status="success", run_id="r",
+                             device="H100", timing="gpu", ms=1.0 + i, name="triton"))
+    df = pd.DataFrame(rows)
+    seeds = loop.prior_configs(problem, space, df, device="H100", timing="gpu", limit=2)
+    default = loop.space_default(problem, space)
+    assert seeds[:2] == [default, default.model_copy(update={"variant": "grouped"})]
+    assert len(seeds) == 4  # still `limit` configs from the history
