@@ -1,4 +1,4 @@
-"""Review findings (rev2): each test fails on b71c60a and names the defect."""
+"""Edge cases of side-by-side re-timing, re-time medians and the tuner's prior, from review: each failed before its fix."""
 
 from __future__ import annotations
 
