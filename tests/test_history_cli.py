@@ -84,3 +84,20 @@ def test_bad_options_exit_2(hist, args, message) -> None:
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
+
+
+def test_best_with_status_success_agrees_with_the_tuner(hist) -> None:
+    """A config whose latest re-time failed counts as failed (drop_superseded), also under
+    --status success: the filter applies after the best is found, not before."""
+    cfg = KernelConfig(block_m=32, block_n=32, block_k=32, num_warps=4)
+    problem = Problem(64, 64, 64)
+    History(hist).append_many([
+        make_row("tune", problem, cfg, status="success", run_id="r3", ms=0.05, timing="gpu",
+                 device="NVIDIA H100 80GB HBM3"),
+        make_row("tune", problem, cfg, status="runtime_error", run_id="r3", timing="gpu",
+                 device="NVIDIA H100 80GB HBM3", error="x", note="re-timed"),
+    ])
+    for extra in ([], ["--status", "success"]):
+        result = runner.invoke(app, ["history", "--best", "--json", *extra])
+        (best,) = json.loads(result.stdout)
+        assert best["ms"] == 0.1, extra  # not the 0.05 reading its failed re-time superseded

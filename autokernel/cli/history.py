@@ -115,10 +115,10 @@ def history(
     path, df = load_history(history_path)
     if command is not None:
         df = df[df["command"] == command]
+    if best:  # before --status: a failed re-time supersedes a config's earlier success
+        df = best_per_problem(df)
     if status is not None:
         df = df[df["status"] == status]
-    if best:
-        df = best_per_problem(df)
     if last:
         df = df.tail(last)
     rows = to_records(df)
