@@ -153,3 +153,28 @@ def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
     default = loop.space_default(problem, space)
     assert seeds[:2] == [default, default.model_copy(update={"variant": "grouped"})]
     assert len(seeds) == 4  # still `limit` configs from the history
+
+
+@pytest.mark.parametrize("m, n, k, layout, aligned", [
+    (4096, 4096, 4096, "nn", True),
+    (16, 50257, 4096, "nn", False),   # a vocabulary-sized N: C's and B's rows are 100514 bytes
+    (4096, 4096, 4095, "nt", False),  # the weight's stored rows (K) are odd
+    (4095, 4096, 4096, "nn", True),   # M is no row length in nn
+    (4095, 4096, 4096, "tn", False),  # ... but A's stored rows are M in tn
+])
+def test_tma_configs_only_where_descriptors_can_be_made(m, n, k, layout, aligned):
+    """Where a row of A, B or C is not a multiple of 16 bytes the "tma" variant runs the
+    pointer kernel: the space refuses it (a duplicate trial), and the default and the
+    prior's twin are the pointer kernel's."""
+    from autokernel.problem import Problem
+    from autokernel.tuning import loop
+    from conftest import gpu_space
+
+    problem = Problem(m, n, k, "float16", layout=layout)
+    space = gpu_space(problem)
+    default = loop.space_default(problem, space)
+    assert default.variant == ("tma" if aligned else "grouped")
+    tma = default.model_copy(update={"variant": "tma"})
+    assert (space.why_invalid(tma) is None or "16 bytes" not in space.why_invalid(tma)) == aligned
+    seeds = loop.prior_configs(problem, space, None, device="x", timing="gpu")
+    assert [c.variant for c in seeds] == (["tma", "grouped"] if aligned else ["grouped"])

@@ -273,8 +273,10 @@ def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
     from autokernel.config import default_config
 
     default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
-    if default.variant == "auto":  # as api._plan_kernel resolves it: TMA for fp16/bf16 only
-        tma = space.tma and problem.dtype in ("float16", "bfloat16")
+    if default.variant == "auto":  # as api._plan_kernel resolves it: TMA where descriptors can be made
+        from autokernel.tuning.space import tma_rows_aligned
+
+        tma = space.tma and problem.dtype in ("float16", "bfloat16") and tma_rows_aligned(problem)
         default = default.model_copy(update={"variant": "tma" if tma else "grouped"})
     return default
 
