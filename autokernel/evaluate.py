@@ -344,9 +344,9 @@ def evaluate_side_by_side(
     """``evaluate`` each config (check, then the event timer), then take the GPU time of
     those that passed side by side, interleaved (timing.race; each over input sets drawn
     as the graph timer draws them): the reading that decides between configs a few per
-    cent apart. Where the race itself
-    fails (a capture error), each config's gpu_ms is taken alone as evaluate does; where
-    that fails too, the config's trial fails. Without a GPU: ``evaluate`` of each."""
+    cent apart. Where the race itself fails (a capture error), each config's gpu_ms is
+    taken alone as evaluate does; where that fails too, the config's trial fails. Without
+    a GPU: ``evaluate`` of each."""
     trials = [evaluate(problem, config, seed=seed, slope=slope, timer=timer) for config in configs]
     if timing_label() != GPU:
         return trials

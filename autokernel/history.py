@@ -368,9 +368,8 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     # spell the same config with fewer keys.
     identity = {text: _config_identity(text) for text in df["config"].dropna().unique()}  # parse each text once
     keyed = df.assign(config=df["config"].map(identity))
-    keys = PROBLEM_KEY + ["device", "timing", "config"]
-    again = keyed[retimed]
-    group = again[keys].astype(str).apply(tuple, axis=1)
+    row_key = keyed[PROBLEM_KEY + ["device", "timing", "config"]].astype(str).apply(tuple, axis=1)
+    again, group = keyed[retimed], row_key[retimed]
     run = again["run_id"].fillna("").astype(str) if "run_id" in again else group.map(lambda _: "")
     latest = run == run.groupby(group).transform("last")  # rows are in the order written
     again, group = again[latest], group[latest]
@@ -381,7 +380,7 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     position = again.groupby(group, sort=False).cumcount()
     count = group.map(group.value_counts())
     median = again[position == count // 2]
-    hit = keyed[keys].astype(str).apply(tuple, axis=1).isin(set(group[median.index]))
+    hit = row_key.isin(set(group[median.index]))
     return df[~hit | df.index.isin(median.index)]
 
 
