@@ -274,9 +274,9 @@ def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
 
     default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
     if default.variant == "auto":  # as api._plan_kernel resolves it: TMA where descriptors can be made
-        from autokernel.tuning.space import tma_rows_aligned
+        from autokernel.tuning.space import why_no_tma
 
-        tma = space.tma and problem.dtype in ("float16", "bfloat16") and tma_rows_aligned(problem)
+        tma = space.tma and why_no_tma(problem) is None
         default = default.model_copy(update={"variant": "tma" if tma else "grouped"})
     return default
 

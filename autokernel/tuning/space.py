@@ -61,14 +61,19 @@ PARAMS = tuple(GPU_CHOICES)
 """The tuned KernelConfig fields, in a fixed order (strategies and replay files use it)."""
 
 
-def tma_rows_aligned(p: Problem) -> bool:
-    """Whether the rows of A, B and C as ``Problem.make_inputs`` lays them out (row-major
-    storage, transposed views per ``layout``) are multiples of 16 bytes, as TMA descriptors
-    need (kernels.matmul_tma.tma_operands; otherwise the "tma" variant runs the pointer kernel)."""
+def why_no_tma(p: Problem) -> str | None:
+    """Why the TMA kernel cannot take ``p`` on any GPU, or None. Its descriptors need
+    fp16/bf16 and rows of A, B and C (as ``Problem.make_inputs`` stores them: row-major,
+    transposed views per ``layout``) that are multiples of 16 bytes
+    (kernels.matmul_tma.tma_operands); otherwise the "tma" variant runs the pointer kernel."""
+    if p.torch_dtype not in (torch.float16, torch.bfloat16):
+        return "the TMA kernel takes float16 and bfloat16 only"
     a_row = p.m if p.layout[0] == "t" else p.k  # the stored tensor's last dimension
     b_row = p.k if p.layout[1] == "t" else p.n
-    elem = p.torch_dtype.itemsize
-    return all(size * elem % 16 == 0 for size in (a_row, b_row, p.n))
+    if any(size * p.torch_dtype.itemsize % 16 for size in (a_row, b_row, p.n)):
+        return ("a row of A, B or C is not a multiple of 16 bytes: no TMA descriptor, "
+                "the pointer kernel would run (a duplicate trial)")
+    return None
 
 
 def _next_pow2(x: int) -> int:
@@ -118,11 +123,8 @@ class SearchSpace:
             return "not in the replayed sweep"
         if config.variant == "tma" and not (self.tma or runtime.INTERPRETER):
             return "the TMA kernel needs a Hopper GPU and Triton >= 3.4"
-        if config.variant == "tma" and p.torch_dtype not in (torch.float16, torch.bfloat16):
-            return "the TMA kernel takes float16 and bfloat16 only"
-        if config.variant == "tma" and not tma_rows_aligned(p):
-            return ("a row of A, B or C is not a multiple of 16 bytes: no TMA descriptor, "
-                    "the pointer kernel would run (a duplicate trial)")
+        if config.variant == "tma" and (why := why_no_tma(p)):
+            return why
         if config.split_k > 1:
             why = _why_not_split(config, p)
             if why:
