@@ -71,14 +71,21 @@ _Task = tuple[int, "Problem", "KernelConfig | None"]  # (index in the batch, pro
 _EVALUATE, _PROBE, _BASELINE, _RACE = range(4)
 
 
-def evaluate_candidate(problem: Problem, config: KernelConfig) -> Trial:
-    """The timing worker's task: ``evaluate`` with gpu_ms (CUDA-graph replay), which tuning
-    ranks by; the event timer's median is kept beside it, on a shorter budget than bench's
-    so that a sweep of hundreds of configs fits a lease."""
-    from autokernel.evaluate import evaluate
+def _event_timer():
+    """The event timer of the timing worker's tasks: a shorter budget than bench's, so that
+    a sweep of hundreds of configs fits a lease (imported here: this module leaves torch
+    to the workers)."""
     from autokernel.timing import time_fn
 
-    return evaluate(problem, config, graph_time=True, timer=functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0))
+    return functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0)
+
+
+def evaluate_candidate(problem: Problem, config: KernelConfig) -> Trial:
+    """The timing worker's task: ``evaluate`` with gpu_ms (CUDA-graph replay), which tuning
+    ranks by; the event timer's median is kept beside it (_event_timer)."""
+    from autokernel.evaluate import evaluate
+
+    return evaluate(problem, config, graph_time=True, timer=_event_timer())
 
 
 def race_candidates(problem: Problem, configs: Sequence[KernelConfig]) -> list[Trial]:
@@ -86,9 +93,8 @@ def race_candidates(problem: Problem, configs: Sequence[KernelConfig]) -> list[T
     evaluate_candidate does, then their gpu_ms taken side by side, interleaved
     (evaluate.evaluate_side_by_side, timing.race)."""
     from autokernel.evaluate import evaluate_side_by_side
-    from autokernel.timing import time_fn
 
-    return evaluate_side_by_side(problem, configs, timer=functools.partial(time_fn, warmup_ms=10.0, rep_ms=30.0))
+    return evaluate_side_by_side(problem, configs, timer=_event_timer())
 
 
 def each_candidate(evaluate_fn: CandidateFn, problem: Problem, configs: Sequence[KernelConfig]) -> list:
