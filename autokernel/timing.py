@@ -204,6 +204,7 @@ def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
         raise RuntimeError("race needs a CUDA GPU; under the interpreter use time_fn")
     if not fns:
         return []
+
     def captured(fn, n: int) -> torch.cuda.CUDAGraph:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
