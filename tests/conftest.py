@@ -24,8 +24,10 @@ FP32_TOL = fp32_tol(1e-4)
 
 @pytest.fixture(autouse=True)
 def _isolated_history(tmp_path, monkeypatch):
-    """No test writes to the repository's results/history.csv, nor reads the user's tuned configs."""
+    """No test writes to the repository's results/history.csv, nor reads the user's tuned
+    configs or the tuner's kept readings."""
     monkeypatch.setenv("AUTOKERNEL_HISTORY", str(tmp_path / "history.csv"))
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "autokernel-cache"))
     monkeypatch.delenv("AUTOKERNEL_CONFIG", raising=False)
 
 

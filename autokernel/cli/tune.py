@@ -62,6 +62,11 @@ LayoutOpt = Annotated[
 ]
 BiasOpt = Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bias vector in the epilogue.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="The LLM for --strategy llm/auto (else $AUTOKERNEL_LLM_MODEL).")]
+CacheOpt = Annotated[
+    bool, typer.Option("--cache/--no-cache", help="Reuse earlier readings of the same configs on this GPU, torch, Triton "
+                                                  "and autokernel code ($AUTOKERNEL_CACHE_DIR, else ~/.cache/autokernel); "
+                                                  "--no-cache measures every config again.")
+]
 
 
 @dataclasses.dataclass
@@ -73,6 +78,7 @@ class TuneOptions:
     timeout: float
     model: str | None
     replay: Path | None
+    cache: bool = True
 
 
 def tune(
@@ -93,6 +99,7 @@ def tune(
     replay: ReplayOpt = None,
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
+    cache: CacheOpt = True,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
@@ -106,7 +113,7 @@ def tune(
     workers = _start_workers(timeout, replay)
     with _closed_on_error(workers), user_errors():
         problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
-        options = _options(generations, per_generation, strategy, seed, timeout, model, replay)
+        options = _options(generations, per_generation, strategy, seed, timeout, model, replay, cache)
     run(problems, options, history, json_out, plot, command="tune", workers=workers)
 
 
@@ -171,7 +178,7 @@ def _tunable(problems: list["Problem"]) -> list["Problem"]:
     return problems
 
 
-def _options(generations, per_generation, strategy, seed, timeout, model, replay) -> TuneOptions:
+def _options(generations, per_generation, strategy, seed, timeout, model, replay, cache=True) -> TuneOptions:
     from autokernel.tuning.strategies import STRATEGIES
 
     if generations < 1:
@@ -184,7 +191,7 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
         fail(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if replay is not None and not replay.is_file():
         fail(f"--replay file {replay} does not exist")
-    return TuneOptions(generations, per_generation, strategy, seed, timeout, model, replay)
+    return TuneOptions(generations, per_generation, strategy, seed, timeout, model, replay, cache)
 
 
 def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
@@ -245,7 +252,12 @@ def _evaluator(options: TuneOptions, workers):
 
         ev = ReplayEvaluator(options.replay)
         return ev, ev.device, ev.timing
-    return workers, runtime.device_name(), timing_label()
+    device, timing = runtime.device_name(), timing_label()
+    if not options.cache:
+        return workers, device, timing
+    from autokernel.tuning.readings import CachingEvaluator, ReadingCache, cache_dir, environment
+
+    return CachingEvaluator(workers, ReadingCache(cache_dir(), environment(device, timing))), device, timing
 
 
 def _strategy(options: TuneOptions):
@@ -278,6 +290,7 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
         best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
         progress.update(task, advance=1, description=f"{problem.label()} · {strategy.name} · {best}")
 
+    counted = (getattr(evaluator, "reused", 0), getattr(evaluator, "measured", 0))
     with progress:
         task = progress.add_task(f"{problem.label()} · {strategy.name}", total=total)
         result = loop.tune(problem, strategy=strategy, evaluator=evaluator, store=store, space=space,
@@ -288,7 +301,12 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
     for event in result.events:
         warn(event)
     baseline = _baseline(problem, evaluator, store, run_id, command)
-    return {"result": result, "baseline": baseline, "space_size": space.size()}
+    reused = getattr(evaluator, "reused", 0) - counted[0]
+    measured = getattr(evaluator, "measured", 0) - counted[1]
+    if reused:
+        note(f"reused {reused} earlier reading(s) of the same configs on this device and software (each row's note "
+             f"says when it was measured), measured {measured} anew; --no-cache measures every config again")
+    return {"result": result, "baseline": baseline, "space_size": space.size(), "reused": reused}
 
 
 def _baseline(problem, evaluator, store, run_id: str, command: str) -> "Trial | None":
@@ -365,7 +383,7 @@ def _to_json(outcome: dict) -> dict:
         "problem": result.problem.to_dict(), "strategy": result.strategy, "run_id": result.run_id,
         "space_size": outcome["space_size"], "prior_trials": result.prior_trials, "trials": len(result.trials),
         "failed": result.failed, "stopped": result.stopped, "events": result.events,
-        "confirmation": result.confirmation,
+        "confirmation": result.confirmation, "reused_readings": outcome.get("reused", 0),
         "generations": [g.to_dict() for g in result.generations], "best": best,
         "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
     }
@@ -437,6 +455,7 @@ def loop(
     replay: ReplayOpt = None,
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
+    cache: CacheOpt = True,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
@@ -464,7 +483,7 @@ def loop(
             fail(f"--max-trials must be >= 1, got {max_trials}")
         if time_budget is not None and not _positive(time_budget):
             fail(f"--time-budget must be a finite number of seconds > 0, got {time_budget:g}")
-        options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay)
+        options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay, cache)
     from autokernel.tuning.loop import StopRules
 
     stop = StopRules(patience=patience, min_gain=min_gain, max_trials=max_trials, time_budget_s=time_budget)

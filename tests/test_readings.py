@@ -1,0 +1,150 @@
+"""The kept readings (autokernel.tuning.readings): a rerun reuses what was measured, says
+so, and measures again what a new measurement might change."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial
+from autokernel.history import RETIMED, History, is_retimed
+from autokernel.problem import Problem
+from autokernel.tuning.readings import CachingEvaluator, ReadingCache, reused_note
+
+P = Problem(64, 48, 32, "float16")
+A = KernelConfig(block_m=32, block_n=32, block_k=16, group_m=1, num_warps=2, num_stages=1)
+B = A.model_copy(update={"block_n": 16})
+C = A.model_copy(update={"block_k": 32})
+ENV = {"device": "test", "timing": "interpreter", "torch": "t", "triton": "x", "code": "c"}
+
+
+class Inner:
+    """A stand-in evaluator that counts what it is asked to measure."""
+
+    def __init__(self, status: dict | None = None) -> None:
+        self.asked: list[tuple[str, tuple]] = []
+        self.status = status or {}
+        self.closed = False
+
+    def _trial(self, config, note=None) -> Trial:
+        status = self.status.get(config.block_n if config else None, "success")
+        ms = None if status != "success" else 1.0 + len(self.asked) / 10
+        return Trial(P, config, status, ms=ms, gpu_ms=ms, timing="interpreter", note=note,
+                     kernel="triton" if config else "torch")
+
+    def evaluate(self, problem, configs, on_trial=None):
+        self.asked.append(("evaluate", tuple(configs)))
+        out = [self._trial(c) for c in configs]
+        for t in out:
+            if on_trial:
+                on_trial(t)
+        return out
+
+    def retime(self, problem, configs, on_trial=None):
+        self.asked.append(("retime", tuple(configs)))
+        out = [self._trial(c, note=RETIMED if self.status.get("retime", True) else "re-time lost with its batch")
+               for c in configs]
+        for t in out:
+            if on_trial:
+                on_trial(t)
+        return out
+
+    def baseline(self, problem, on_trial=None):
+        self.asked.append(("baseline", ()))
+        return self._trial(None)
+
+    def close(self):
+        self.closed = True
+
+
+def _caching(tmp_path, inner, env=ENV):
+    return CachingEvaluator(inner, ReadingCache(tmp_path, env))
+
+
+def test_a_second_evaluation_reuses_every_kept_reading(tmp_path):
+    first_inner, seen = Inner(), []
+    first = _caching(tmp_path, first_inner).evaluate(P, [A, B], on_trial=seen.append)
+    assert len(first_inner.asked) == 1 and [t.config for t in seen] == [A, B]
+
+    inner, seen = Inner(), []
+    ev = _caching(tmp_path, inner)  # a new run: reads the file
+    again = ev.evaluate(P, [B, A, C], on_trial=seen.append)
+    assert inner.asked == [("evaluate", (C,))]  # only the config never measured
+    assert [t.config for t in again] == [B, A, C]
+    assert [t.gpu_ms for t in again[:2]] == [first[1].gpu_ms, first[0].gpu_ms]
+    assert all("reused reading of" in t.note for t in again[:2]) and again[2].note is None
+    assert (ev.reused, ev.measured) == (2, 1)
+    assert {t.config for t in seen} == {A, B, C}
+
+
+def test_outcomes_a_new_measurement_might_change_are_measured_again(tmp_path):
+    _caching(tmp_path, Inner(status={32: "timeout", 16: "compile_error"})).evaluate(P, [A, B])
+    inner = Inner()
+    trials = _caching(tmp_path, inner).evaluate(P, [A, B])
+    assert inner.asked == [("evaluate", (A,))]  # the timeout again; the compile error kept
+    assert trials[1].status == "compile_error" and trials[0].status == "success"
+
+
+def test_another_environment_or_problem_shares_nothing(tmp_path):
+    _caching(tmp_path, Inner()).evaluate(P, [A])
+    inner = Inner()
+    _caching(tmp_path, inner, env={**ENV, "code": "changed"}).evaluate(P, [A])
+    other = Inner()
+    _caching(tmp_path, other).evaluate(Problem(64, 48, 32, "bfloat16"), [A])
+    assert inner.asked and other.asked
+
+
+def test_a_retime_is_kept_whole_and_keeps_its_mark_last(tmp_path):
+    _caching(tmp_path, Inner()).retime(P, [A, B])
+    inner = Inner()
+    ev = _caching(tmp_path, inner)
+    trials = ev.retime(P, [A, B])
+    assert inner.asked == [] and all(is_retimed(t.note) and "reused reading of" in t.note for t in trials)
+    ev.retime(P, [B, A])  # another order is another race
+    assert inner.asked == [("retime", (B, A))]
+
+    lost = Inner(status={"retime": False})
+    _caching(tmp_path / "lost", lost).retime(P, [A])
+    again = Inner()
+    _caching(tmp_path / "lost", again).retime(P, [A])
+    assert again.asked == [("retime", (A,))]  # a lost batch is not kept
+
+
+def test_the_baseline_is_kept_and_recorded_through_on_trial(tmp_path):
+    _caching(tmp_path, Inner()).baseline(P)
+    inner, seen = Inner(), []
+    trial = _caching(tmp_path, inner).baseline(P, on_trial=seen.append)
+    assert inner.asked == [] and seen == [trial] and trial.kernel == "torch" and trial.config is None
+
+
+def test_a_cut_line_is_skipped_and_notes_compose(tmp_path):
+    ev = _caching(tmp_path, Inner())
+    ev.evaluate(P, [A])
+    with ev.cache.path.open("a") as f:
+        f.write('{"key": "abc", "env"')  # a write cut short
+    inner = Inner()
+    _caching(tmp_path, inner).evaluate(P, [A])
+    assert inner.asked == []
+    assert reused_note("why; re-timed", "T") == "why; reused reading of T; re-timed"
+    assert reused_note(None, "T") == "reused reading of T"
+
+
+def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
+    runner = CliRunner()
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "2", "-n", "2", "--seed", "1",
+            "--strategy", "random", "--json"]
+    first = json.loads(runner.invoke(app, [*args, "--history", str(tmp_path / "a.csv")]).stdout)[0]
+    result = runner.invoke(app, [*args, "--history", str(tmp_path / "b.csv")])
+    second = json.loads(result.stdout)[0]
+    assert first["reused_readings"] == 0 and second["reused_readings"] > 0
+    assert second["best"] == first["best"] and second["baseline"]["ms"] == first["baseline"]["ms"]
+    rows = History(tmp_path / "b.csv").read()
+    assert len(rows) == second["reused_readings"] and rows["note"].str.contains("reused reading of").all()
+    assert "reused" in result.stderr and "--no-cache" in result.stderr
+
+    fresh = json.loads(runner.invoke(app, [*args, "--no-cache", "--history", str(tmp_path / "c.csv")]).stdout)[0]
+    assert fresh["reused_readings"] == 0
+    assert not History(tmp_path / "c.csv").read()["note"].fillna("").str.contains("reused").any()
