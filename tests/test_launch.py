@@ -437,9 +437,14 @@ def test_scratch_is_per_device_and_stream(monkeypatch):
         def numel(self):
             return self.n
 
-    current, capturing = [0], [False]
+    current, capturing, asked = [0], [False], []
+
+    def is_capturing():
+        asked.append(capturing[0])
+        return capturing[0]
+
     monkeypatch.setattr(launch, "torch", types.SimpleNamespace(
-        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0]),
+        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=is_capturing),
         cuda=types.SimpleNamespace(current_device=lambda: current[0]),
         empty=lambda n, dtype, device: Buf(n, device), int8=torch.int8))
     monkeypatch.setattr(launch, "_SCRATCH", {})
@@ -448,5 +453,41 @@ def test_scratch_is_per_device_and_stream(monkeypatch):
     current[0] = 1
     on1 = launch.scratch_buffer(4096, 0)
     assert on1.device == 1 and on1 is not on0
-    capturing[0] = True  # a graph being captured gets its own temporary
-    assert launch.scratch_buffer(4096, 0) is not on1
+    on1_side = launch.scratch_buffer(4096, 5)
+    assert on1_side is not on1 and launch.scratch_buffer(4096, 5) is on1_side
+    capturing[0] = True  # a graph being captured (on a side stream) gets its own temporary
+    assert launch.scratch_buffer(4096, 5) is not on1_side
+    # Stream 0, the legacy default stream, is never captured: CUDA is not asked there.
+    assert asked == [False, False, True]
+    assert launch.scratch_buffer(4096, 0) is on1 and len(asked) == 3
+
+
+def test_default_stream_launches_ask_no_capture_state(gpu_stand_ins, monkeypatch):
+    """A launch with scratch (the TMA kernel) on stream 0 makes no CUDA call to learn
+    whether a graph is being captured: the legacy default stream never is. On another
+    stream it asks on every call, and a capture there gets a scratch buffer of its own."""
+    scratch, capturing = gpu_stand_ins
+    stream, asked = [0], []
+
+    def is_capturing():
+        asked.append(stream[0])
+        return capturing[0]
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: stream[0], raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", is_capturing, raising=False)
+    runner = CudaLauncher(global_scratch_size=256)
+    kernel, launch = _replayed(runner)
+    a = torch.ones(2)
+    launch(a, a)  # the JIT
+    for _ in range(3):
+        launch(a, a)
+    assert asked == [] and scratch == [(1536, 0)]
+    assert [call[3] for call in runner.calls] == [0, 0, 0] and {call[7] for call in runner.calls} == {0x1000}
+    stream[0] = 5
+    capturing[0] = True
+    launch(a, a)  # captured on stream 5: a buffer of its own, passed as the buffer
+    capturing[0] = False
+    launch(a, a)
+    launch(a, a)  # stream 5's cached prefix
+    assert asked == [5, 5, 5] and scratch == [(1536, 0), (1536, 5), (1536, 5)]
+    assert runner.calls[3][7].data_ptr() == 0x2000 and runner.calls[4][7] == runner.calls[5][7] == 0x3000

@@ -69,15 +69,27 @@ def _hooks_quiet(runtime) -> bool:
 
 _SCRATCH: dict[tuple[int, int], torch.Tensor] = {}
 
+# Why a launch on stream 0 needs no capture check. Handle 0 is what torch's default
+# stream returns, and Triton's launcher hands it to cuLaunchKernelEx (the driver API,
+# not its per-thread-default-stream variant), where 0 means the legacy default stream:
+# a launch with handle 0 runs on the legacy stream. CUDA never captures that
+# stream: a capture may not begin on it ("Capture may not be initiated if stream is
+# cudaStreamLegacy"), and while another stream captures, work on it is either an error
+# (cudaErrorStreamCaptureImplicit, for blocking capturing streams) or runs eagerly outside
+# the graph. So no CUDA graph can hold a launch made on stream 0: it may use the stream's
+# cached scratch, which the legacy stream's order protects, and the question
+# (torch._C._cuda_isCurrentStreamCapturing, a CUDA call) is asked on other streams only.
+
 
 def scratch_buffer(size: int, stream: int) -> torch.Tensor:
     """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
     stream handle) of the current device: one cached buffer per (device, stream), since
     launches on one stream run in order and may share it. The device is part of the key:
     every GPU's default stream has handle 0."""
-    if torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
+    if stream and torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
         # A CUDA graph owns what is allocated while it is captured: a temporary there,
-        # or the graph pool could hand the cached buffer to another tensor.
+        # or the graph pool could hand the cached buffer to another tensor. (Stream 0
+        # is never captured: see above.)
         return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
     device = torch.cuda.current_device()
     buf = _SCRATCH.get((device, stream))
@@ -126,8 +138,10 @@ class KernelLaunch:
         direct = self.direct
         if direct is not None and _hooks_quiet(_knobs.runtime):
             stream = torch._C._cuda_getCurrentRawStream(self.device_index)
-            if self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
+            if stream and self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
                 # The graph being captured gets a scratch buffer of its own (scratch_buffer).
+                # Stream 0 is never captured (see _SCRATCH): eager launches on the default
+                # stream, the common case, skip the CUDA call that asks.
                 prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
             else:
                 cached = self.cached  # (stream, prefix, scratch): one attribute, so threads see a consistent triple
