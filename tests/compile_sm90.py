@@ -69,8 +69,7 @@ def matmul_tma_variants():
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132, WARP_SPECIALIZE=ws,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten,
-                      BIAS_EARLY=ws or subtile == 2 or flatten)  # the early bias with each option, the plain ones without
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
         sig.update({name: "constexpr" for name in consts})
         name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
                 f"flatten={flatten} w{warps} s{stages}")

@@ -33,26 +33,17 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @triton.jit
-def _load_bias(bias_ptr, off_n, N, stride_bias, BLOCK_N: tl.constexpr):
-    """bias[off_n : off_n + BLOCK_N] as float32 (0 past N). Any bias stride (a column of a
-    matrix, a slice); int64: it may be large."""
-    offs_n = off_n + tl.arange(0, BLOCK_N)
-    return tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-
-
-@triton.jit
 def _store_tile(
-    acc, bias, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
-    HAS_BIAS: tl.constexpr, BIAS_EARLY: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
+    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
+    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
-    + bias (``bias``, loaded before the K loop, with BIAS_EARLY; else loaded here), Z
-    stored when STORE_Z, then act(.) stored through ``c_desc``."""
+    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``."""
     offs_n = off_n + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
-        if not BIAS_EARLY:
-            bias = _load_bias(bias_ptr, off_n, N, stride_bias, BLOCK_N)
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
     if STORE_Z:
         # The pre-activation Z for backward, by plain stores: a second TMA store
@@ -85,7 +76,6 @@ def _matmul_tma_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr,
     FLATTEN: tl.constexpr,
-    BIAS_EARLY: tl.constexpr,
 ):
     # A transposed view is described over its row-major storage and read as [K, M].
     if A_TRANS:
@@ -111,9 +101,6 @@ def _matmul_tma_kernel(
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        # BIAS_EARLY: the bias is loaded before the K loop, its latency hidden behind it
-        # (in the epilogue each tile waits for it).
-        bias = _load_bias(bias_ptr, off_n, N, stride_bias, BLOCK_N) if HAS_BIAS and BIAS_EARLY else None
         for ki in range(k_tiles):
             off_k = ki * BLOCK_K
             if A_TRANS:
@@ -133,17 +120,13 @@ def _matmul_tma_kernel(
             # [BM, BN] -> [BM, 2, BN/2] -> [BM, BN/2, 2]: split gives the left and right halves.
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
             left, right = tl.split(halves)
-            bias_left = None
-            bias_right = None
-            if HAS_BIAS and BIAS_EARLY:
-                bias_left, bias_right = tl.split(tl.permute(tl.reshape(bias, (2, SUB_N)), (1, 0)))
-            _store_tile(left, bias_left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn,
-                        stride_bias, slope, HAS_BIAS, BIAS_EARLY, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
-            _store_tile(right, bias_right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_zm,
-                        stride_zn, stride_bias, slope, HAS_BIAS, BIAS_EARLY, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+            _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+            _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_zm, stride_zn,
+                        stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
         else:
-            _store_tile(acc, bias, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                        slope, HAS_BIAS, BIAS_EARLY, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N)
+            _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -171,10 +154,6 @@ def tma_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
         return None
     return a_op, b_op
 
-
-BIAS_EARLY = False
-"""Load the bias before each tile's K loop rather than in its epilogue (an experiment:
-scripts/bias_early.py races the two on the GPU)."""
 
 _INTERPRETER_PROGRAMS = 3  # few programs, so the persistent loop is exercised on the CPU too
 
@@ -217,7 +196,6 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             WARP_SPECIALIZE=config.warp_specialize,
             EPILOGUE_SUBTILE=config.epilogue_subtile,
             FLATTEN=config.flatten,
-            BIAS_EARLY=BIAS_EARLY and bias is not None,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
