@@ -125,6 +125,28 @@ def race_roles(problem: Problem, winner: KernelConfig, ranked: list[KernelConfig
     return roles
 
 
+def _precompile(plans) -> None:
+    """Launch every config once in the tuner's compile workers (one per core, at most 16;
+    its compile phase alone, hence the private pool): the binaries land in Triton's
+    cache, where the races load them."""
+    import time
+
+    from autokernel.tuning.worker import WorkerEvaluator
+
+    def failed(_: int, trial) -> None:
+        if trial is not None:
+            print(f"  precompile {trial.config.short()}: {trial.status} {trial.error}", file=sys.stderr)
+
+    start = time.perf_counter()
+    with WorkerEvaluator(spare=False) as workers:
+        pool = workers._compile_pool()
+        if pool is None:  # the interpreter: nothing to compile
+            return
+        for problem, _, _, roles in plans:
+            pool.run([(i, problem, cfg) for i, (cfg, _) in enumerate(roles.values())], workers.compile_timeout_s, failed)
+    print(f"precompiled in {time.perf_counter() - start:.0f} s", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("outdir", type=Path)
@@ -136,6 +158,9 @@ def main() -> int:
                     help="also race the variants along NEWER_FIELDS of the winner and the sweep's fastest configs")
     ap.add_argument("--neighbour-top", type=int, default=4,
                     help="whose variants: the sweep's this many fastest configs (at most --top: each base races too)")
+    ap.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
+                    help="compile every config first, in parallel, in the tuner's compile workers "
+                         "(else each compiles in turn inside its first race)")
     args = ap.parse_args()
     if args.neighbours and args.neighbour_top > args.top:
         ap.error("--neighbour-top is at most --top: a variant is raced beside its base")
@@ -173,6 +198,9 @@ def main() -> int:
           + ", ".join(f"{problem.label()} {len(roles)}" for problem, *_, roles in plans)
           + f" ({configs} in all). Estimated ~{configs * args.rounds * _PER_CONFIG_ROUND_S:.0f} s of checking and "
           f"racing, plus up to ~{configs * _COMPILE_S:.0f} s compiling the configs Triton has not cached", flush=True)
+
+    if args.precompile:
+        _precompile(plans)
 
     summary = []
     for problem, winner, sweep_best, roles in plans:

@@ -148,3 +148,35 @@ def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
     fresh = json.loads(runner.invoke(app, [*args, "--no-cache", "--history", str(tmp_path / "c.csv")]).stdout)[0]
     assert fresh["reused_readings"] == 0
     assert not History(tmp_path / "c.csv").read()["note"].fillna("").str.contains("reused").any()
+
+
+def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
+    from autokernel.tuning.readings import KeptProposals
+    from autokernel.tuning.strategies import Observation, make_strategy
+
+    from conftest import interpreter_space
+
+    class Counting:
+        name = "random"
+
+        def __init__(self):
+            self.inner, self.calls, self.notes = make_strategy("random", seed=3), 0, {"kept": "attr"}
+
+        def propose(self, space, history, n):
+            self.calls += 1
+            return self.inner.propose(space, history, n)
+
+    space = interpreter_space(P)
+    history = [Observation(A, "success", 1.0)]
+    first = Counting()
+    proposed = KeptProposals(first, 3, tmp_path).propose(space, history, 4)
+    again = Counting()
+    wrapped = KeptProposals(again, 3, tmp_path)
+    assert wrapped.propose(space, history, 4) == proposed and again.calls == 0 and wrapped.reused == 1
+    assert wrapped.name == "random" and wrapped.notes == {"kept": "attr"}  # the strategy's own attributes
+    wrapped.propose(space, [Observation(A, "success", 2.0)], 4)  # another reading: worked out anew
+    wrapped.propose(space, history, 3)
+    assert again.calls == 2
+    other_seed = Counting()
+    KeptProposals(other_seed, 4, tmp_path).propose(space, history, 4)
+    assert other_seed.calls == 1

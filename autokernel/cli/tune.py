@@ -264,7 +264,15 @@ def _strategy(options: TuneOptions):
     from autokernel.tuning.strategies import make_strategy
 
     extra = {"model": options.model} if options.model else {}
-    return make_strategy(options.strategy, seed=options.seed, **extra)
+    strategy = make_strategy(options.strategy, seed=options.seed, **extra)
+    # Seeded and without an LLM, a strategy's proposals follow from the space and history
+    # alone: kept with the readings, a rerun takes them instead of working them out again.
+    if (options.cache and options.replay is None and options.seed is not None and strategy.name != "llm"
+            and getattr(strategy, "llm", None) is None):
+        from autokernel.tuning.readings import KeptProposals, cache_dir
+
+        strategy = KeptProposals(strategy, options.seed, cache_dir())
+    return strategy
 
 
 def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id: str, device: str, timing: str,

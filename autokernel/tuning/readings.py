@@ -52,17 +52,17 @@ def cache_dir() -> Path:
     return Path(base) / "autokernel"
 
 
-def code_fingerprint() -> str:
-    """A hash of autokernel's measuring code: every module of the package but the CLI and
-    the strategies, by path and content."""
+def code_fingerprint(keep=lambda rel: not rel.startswith(_NOT_MEASURING)) -> str:
+    """A hash of the package's modules whose path (relative to the package) ``keep``
+    accepts, by path and content; by default the measuring code: all but the CLI and the
+    strategies."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if str(rel).startswith(_NOT_MEASURING):
-            continue
-        digest.update(str(rel).encode())
-        digest.update(path.read_bytes())
+        rel = str(path.relative_to(root))
+        if keep(rel):
+            digest.update(rel.encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -94,44 +94,42 @@ class Reading:
     measured_at: str
 
 
-class ReadingCache:
-    """The kept readings of one environment (``environment``), in ``directory``.
+class KeptStore:
+    """JSON payloads by key, kept for one environment ``env`` in ``directory``/``prefix``-<env hash>.jsonl.
 
     The file is read once, at the first lookup; writes append one line each under a
     file lock, so runs in parallel may share it. A line that does not parse (a write cut
-    short) is skipped.
+    short) is skipped; a later line for a key wins.
     """
 
-    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+    def __init__(self, directory: Path, prefix: str, env: dict[str, str]) -> None:
         self.env = env
         name = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:16]
-        self.path = Path(directory) / f"readings-{name}.jsonl"
-        self._entries: dict[str, Reading] | None = None
+        self.path = Path(directory) / f"{prefix}-{name}.jsonl"
+        self._entries: dict[str, tuple[Any, str]] | None = None
 
-    def get(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"]) -> Reading | None:
+    def get(self, key: str) -> tuple[Any, str] | None:
+        """(payload, when it was kept, ISO 8601 UTC), or None."""
         if self._entries is None:
             self._entries = self._load()
-        return self._entries.get(_key(kind, problem, configs))
+        return self._entries.get(key)
 
-    def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: Sequence["Trial"]) -> None:
-        """Keep ``trials`` as the reading of (kind, problem, configs) when every one is kept-worthy."""
-        if not trials or any(t.status not in KEPT_STATUSES for t in trials):
-            return
+    def put(self, key: str, payload: Any) -> str:
+        """Keep ``payload`` under ``key``; returns when (ISO 8601 UTC)."""
         from filelock import FileLock
 
-        reading = Reading([t.to_dict() for t in trials],
-                          datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-        key = _key(kind, problem, configs)
-        line = json.dumps({"key": key, "env": self.env, "measured_at": reading.measured_at, "trials": reading.trials})
+        at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        line = json.dumps({"key": key, "env": self.env, "at": at, "payload": payload})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.path) + ".lock"):
             with self.path.open("a") as f:
                 f.write(line + "\n")
         if self._entries is not None:
-            self._entries[key] = reading
+            self._entries[key] = (payload, at)
+        return at
 
-    def _load(self) -> dict[str, Reading]:
-        entries: dict[str, Reading] = {}
+    def _load(self) -> dict[str, tuple[Any, str]]:
+        entries: dict[str, tuple[Any, str]] = {}
         try:
             lines = self.path.read_text().splitlines()
         except FileNotFoundError:
@@ -140,10 +138,30 @@ class ReadingCache:
             try:
                 record = json.loads(line)
                 if record["env"] == self.env:
-                    entries[record["key"]] = Reading(list(record["trials"]), str(record["measured_at"]))
+                    entries[record["key"]] = (record["payload"], str(record["at"]))
             except (ValueError, KeyError, TypeError):
                 continue
         return entries
+
+
+class ReadingCache:
+    """The kept readings of one environment (``environment``), in ``directory``."""
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        self.store = KeptStore(directory, "readings", env)
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    def get(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"]) -> Reading | None:
+        hit = self.store.get(_key(kind, problem, configs))
+        return None if hit is None else Reading(list(hit[0]), hit[1])
+
+    def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: Sequence["Trial"]) -> None:
+        """Keep ``trials`` as the reading of (kind, problem, configs) when every one is kept-worthy."""
+        if trials and all(t.status in KEPT_STATUSES for t in trials):
+            self.store.put(_key(kind, problem, configs), [t.to_dict() for t in trials])
 
 
 def reused_note(note: str | None, measured_at: str) -> str:
@@ -244,3 +262,52 @@ class CachingEvaluator:
             if on_trial is not None:
                 on_trial(trial)
         return trials
+
+
+_PROPOSING = ("config.py", "problem.py", "tuning")
+"""The code a strategy's proposals depend on (the strategies, the space, the configs)."""
+
+
+class KeptProposals:
+    """A seeded strategy whose proposals are kept and given again for the same space,
+    history and number asked (the Strategy protocol: a strategy built with the same seed
+    proposes the same configs then). On a rerun with the same seed whose readings are all
+    kept, TPE's proposals, seconds of a run (optuna asks ~40 times per config it proposes
+    in a discrete space), are not worked out again. Wrap only strategies that depend on
+    nothing else: no LLM. Other attributes (name, notes, events) are the strategy's own."""
+
+    def __init__(self, strategy, seed: int, directory: Path) -> None:
+        try:
+            from importlib.metadata import version
+
+            optuna_version = version("optuna")
+        except Exception:  # noqa: BLE001  (not installed: the strategies that need it say so)
+            optuna_version = "none"
+        self.strategy = strategy
+        self.seed = seed
+        self.store = KeptStore(directory, "proposals", {
+            "optuna": optuna_version, "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))})
+        self.reused = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.strategy, name)
+
+    def propose(self, space, history, n: int) -> list:
+        from autokernel.config import KernelConfig
+
+        text = json.dumps({
+            "strategy": self.strategy.name, "seed": self.seed, "n": n, "problem": space.problem.to_dict(),
+            "choices": {k: list(v) for k, v in space.choices.items()}, "smem": space.smem_limit, "tma": space.tma,
+            "gpu": space.gpu, "programs": space.programs,
+            "allowed": None if space.allowed is None else sorted(map(list, space.allowed)),
+            "history": [[o.config.model_dump(), o.status, o.ms] for o in history],
+        }, sort_keys=True, default=str)
+        key = hashlib.sha256(text.encode()).hexdigest()
+        hit = self.store.get(key)
+        if hit is not None:
+            self.reused += 1
+            return [KernelConfig.from_dict(c) for c in hit[0]]
+        configs = self.strategy.propose(space, history, n)
+        self.store.put(key, [c.model_dump() for c in configs])
+        return configs
+
