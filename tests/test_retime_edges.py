@@ -151,8 +151,9 @@ def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
     df = pd.DataFrame(rows)
     seeds = loop.prior_configs(problem, space, df, device="H100", timing="gpu", limit=2)
     default = loop.space_default(problem, space)
-    assert seeds[:2] == [default, default.model_copy(update={"variant": "grouped"})]
-    assert len(seeds) == 4  # still `limit` configs from the history
+    assert seeds[:3] == [default, default.model_copy(update={"variant": "grouped"}),
+                         default.model_copy(update={"flatten": True})]
+    assert len(seeds) == 5  # still `limit` configs from the history
 
 
 @pytest.mark.parametrize("m, n, k, layout, aligned", [
@@ -177,4 +178,5 @@ def test_tma_configs_only_where_descriptors_can_be_made(m, n, k, layout, aligned
     tma = default.model_copy(update={"variant": "tma"})
     assert (space.why_invalid(tma) is None or "16 bytes" not in space.why_invalid(tma)) == aligned
     seeds = loop.prior_configs(problem, space, None, device="x", timing="gpu")
-    assert [c.variant for c in seeds] == (["tma", "grouped"] if aligned else ["grouped"])
+    assert [(c.variant, c.flatten) for c in seeds] == (
+        [("tma", False), ("grouped", False), ("tma", True)] if aligned else [("grouped", False)])

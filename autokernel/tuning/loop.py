@@ -294,7 +294,7 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit), its tile on the other kernel where the space has both
     (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
-    2048³ on the H100, TMA at most larger ones), and the best configs of the nearest other
+    2048³ on the H100, TMA at most larger ones) and on the TMA kernel flattened, and the best configs of the nearest other
     problems of the same dtype in the history, on this device. Only those the space accepts."""
     from autokernel.best import shape_distance
     from autokernel.history import best_per_problem
@@ -303,6 +303,11 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     out = [default]
     if space.tma and default.variant in ("tma", "grouped"):
         out.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
+        # The TMA tile with its loops flattened: 22 of the 24 TMA entries above M = 128 in
+        # the H100's tuned file (autokernel/configs/) chose it, and on an H200 the best
+        # config of 3 of issue 7's 4 shapes was flattened (docs/tuning.md).
+        tma = out[0] if default.variant == "tma" else out[1]
+        out.append(tma.model_copy(update={"flatten": True}))
     limit += len(out) - 1
     if df is not None and not df.empty:
         best = best_per_problem(df)
