@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from autokernel.cli import app
@@ -180,3 +182,84 @@ def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
     other_seed = Counting()
     KeptProposals(other_seed, 4, tmp_path).propose(space, history, 4)
     assert other_seed.calls == 1
+
+
+def test_machine_failures_are_not_kept(tmp_path):
+    from autokernel.tuning.readings import repeatable
+    from autokernel.tuning.worker import WORKER_LOST
+
+    assert repeatable(Trial(P, A, "compile_error", error="CompilationError: x"))
+    assert not repeatable(Trial(P, A, "compile_error", error="the compile worker died (exit code 9)", note=WORKER_LOST))
+    assert not repeatable(Trial(P, A, "out_of_resources", error="OutOfMemoryError: CUDA out of memory"))
+    assert repeatable(Trial(P, A, "out_of_resources", error="OutOfResources: out of resource: shared memory"))
+
+
+def test_a_write_after_a_cut_line_is_read_back(tmp_path):
+    ev = _caching(tmp_path, Inner())
+    ev.evaluate(P, [A])
+    with ev.cache.path.open("a") as f:
+        f.write('{"key": "abc", "env"')  # a write cut short, no newline
+    _caching(tmp_path, Inner()).evaluate(P, [B])  # appended after the cut line
+    inner = Inner()
+    _caching(tmp_path, inner).evaluate(P, [A, B])
+    assert inner.asked == []
+
+
+def test_an_unusable_cache_dir_warns_once_and_loses_nothing(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(blocker))
+    runner = CliRunner()
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "2", "-n", "2", "--seed", "1",
+            "--history", str(tmp_path / "h.csv"), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    out = json.loads(result.stdout)[0]
+    rows = History(tmp_path / "h.csv").read()
+    assert len(rows) >= out["trials"] + 1  # every trial and the baseline
+    warned = [ln for ln in result.stderr.splitlines() if "a-file" in ln]
+    assert warned and all("nothing more is kept there" in ln for ln in warned)
+
+
+def test_no_cache_measures_again_and_keeps_the_new_readings(tmp_path):
+    runner = CliRunner()
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "1", "-n", "2", "--seed", "2",
+            "--strategy", "optuna", "--json"]
+    first = json.loads(runner.invoke(app, [*args, "--no-cache", "--history", str(tmp_path / "a.csv")]).stdout)[0]
+    again = json.loads(runner.invoke(app, [*args, "--history", str(tmp_path / "b.csv")]).stdout)[0]
+    assert first["reused_readings"] == 0 and again["reused_readings"] > 0
+    assert again["best"] == first["best"]
+
+
+@pytest.mark.parametrize("strategy, seed, cache, llm, wrapped", [
+    ("optuna", 1, True, False, True),
+    ("auto", 1, True, False, True),
+    ("auto", 1, True, True, False),     # an LLM's proposals follow from no seed
+    ("random", 1, True, False, False),  # its generator carries state from call to call
+    ("optuna", None, True, False, False),
+    ("optuna", 1, False, False, False),
+])
+def test_which_strategies_have_their_proposals_kept(strategy, seed, cache, llm, wrapped, monkeypatch):
+    from autokernel.cli.tune import TuneOptions, _strategy
+    from autokernel.tuning.readings import KeptProposals
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    if llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    made = _strategy(TuneOptions(1, 2, strategy, seed, 10.0, None, None, cache))
+    assert isinstance(made, KeptProposals) == wrapped
+
+
+def test_the_same_race_twice_in_a_run_is_two_readings(tmp_path):
+    """The confirmation races two configs in the same order in its first and third round:
+    each race is kept and given back as its own reading, in turn."""
+    first = _caching(tmp_path, Inner())
+    kept = [first.retime(P, [A, B])[0].gpu_ms, first.retime(P, [A, B])[0].gpu_ms]
+    assert kept[0] != kept[1]
+    inner = Inner()
+    again = _caching(tmp_path, inner)
+    assert [again.retime(P, [A, B])[0].gpu_ms, again.retime(P, [A, B])[0].gpu_ms] == kept and inner.asked == []
+    again.retime(P, [A, B])  # a third: never measured before
+    assert inner.asked == [("retime", (A, B))]

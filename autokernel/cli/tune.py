@@ -252,12 +252,12 @@ def _evaluator(options: TuneOptions, workers):
 
         ev = ReplayEvaluator(options.replay)
         return ev, ev.device, ev.timing
-    device, timing = runtime.device_name(), timing_label()
-    if not options.cache:
-        return workers, device, timing
     from autokernel.tuning.readings import CachingEvaluator, ReadingCache, cache_dir, environment
 
-    return CachingEvaluator(workers, ReadingCache(cache_dir(), environment(device, timing))), device, timing
+    device, timing = runtime.device_name(), timing_label()
+    # --no-cache measures everything again; the new readings are kept in place of the old.
+    cache = ReadingCache(cache_dir(), environment(device, timing), on_error=warn)
+    return CachingEvaluator(workers, cache, reuse=options.cache), device, timing
 
 
 def _strategy(options: TuneOptions):
@@ -265,13 +265,12 @@ def _strategy(options: TuneOptions):
 
     extra = {"model": options.model} if options.model else {}
     strategy = make_strategy(options.strategy, seed=options.seed, **extra)
-    # Seeded and without an LLM, a strategy's proposals follow from the space and history
-    # alone: kept with the readings, a rerun takes them instead of working them out again.
-    if (options.cache and options.replay is None and options.seed is not None and strategy.name != "llm"
-            and getattr(strategy, "llm", None) is None):
+    # Seeded, a history-pure strategy's proposals follow from the space and history alone:
+    # kept with the readings, a rerun takes them instead of working them out again.
+    if options.cache and options.replay is None and options.seed is not None and getattr(strategy, "history_pure", False):
         from autokernel.tuning.readings import KeptProposals, cache_dir
 
-        strategy = KeptProposals(strategy, options.seed, cache_dir())
+        strategy = KeptProposals(strategy, options.seed, cache_dir(), on_error=warn)
     return strategy
 
 

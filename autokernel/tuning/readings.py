@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from autokernel.config import KernelConfig
@@ -36,8 +36,23 @@ if TYPE_CHECKING:
     from autokernel.tuning.evaluator import OnTrial
 
 KEPT_STATUSES = frozenset({"success", "failed_correctness", "compile_error", "out_of_resources"})
-"""Outcomes a new measurement would repeat; a timeout or a lost worker ("runtime_error")
-may be the machine's, so it is measured again."""
+"""Outcomes a new measurement would repeat (see ``repeatable``); a timeout or a lost
+timing worker ("runtime_error") may be the machine's, so it is measured again."""
+
+_ENV_KNOBS = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",)
+"""Environment variables besides TRITON_* ones that change what a reading measures."""
+_TRITON_NOT_CODEGEN = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_CACHE_MANAGER", "TRITON_PRINT_AUTOTUNING")
+
+
+def repeatable(trial: "Trial") -> bool:
+    """Whether another measurement would give ``trial``'s outcome: a success or a failure
+    of the config itself, not of the machine (a worker lost, the GPU's memory taken by
+    another process)."""
+    from autokernel.tuning.worker import WORKER_LOST
+
+    if trial.status not in KEPT_STATUSES or WORKER_LOST in (trial.note or ""):
+        return False
+    return not (trial.status == "out_of_resources" and (trial.error or "").startswith("OutOfMemoryError"))
 
 _NOT_MEASURING = ("cli", os.path.join("tuning", "strategies"))
 """Package folders whose code does not change what a reading measures (the rest of the
@@ -76,13 +91,17 @@ def environment(device: str, timing: str) -> dict[str, str]:
         triton_version = version("triton")
     except PackageNotFoundError:
         triton_version = "none"
+    knobs = {k: v for k, v in sorted(os.environ.items())
+             if (k.startswith("TRITON_") and k not in _TRITON_NOT_CODEGEN) or k in _ENV_KNOBS}
     return {"device": device, "timing": timing, "torch": torch.__version__, "triton": triton_version,
-            "code": code_fingerprint()}
+            "code": code_fingerprint(), "env": json.dumps(knobs)}
 
 
-def _key(kind: str, problem: "Problem", configs: Sequence["KernelConfig"]) -> str:
-    text = json.dumps({"kind": kind, "problem": problem.to_dict(), "configs": [c.model_dump() for c in configs]},
-                      sort_keys=True)
+def _key(kind: str, problem: "Problem", configs: Sequence["KernelConfig"], nth: int = 0) -> str:
+    """The key of the ``nth`` (from 0) such request of a run: the confirmation races the same
+    configs in the same order more than once, and each race is a reading of its own."""
+    text = json.dumps({"kind": kind, "problem": problem.to_dict(), "configs": [c.model_dump() for c in configs],
+                       "nth": nth}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -99,14 +118,19 @@ class KeptStore:
 
     The file is read once, at the first lookup; writes append one line each under a
     file lock, so runs in parallel may share it. A line that does not parse (a write cut
-    short) is skipped; a later line for a key wins.
+    short) is skipped; a later line for a key wins. Where the file cannot be read or
+    written (no such directory, no permission, a full disk), ``on_error`` gets one line
+    and the store keeps nothing more this run: tuning goes on without it.
     """
 
-    def __init__(self, directory: Path, prefix: str, env: dict[str, str]) -> None:
+    def __init__(self, directory: Path, prefix: str, env: dict[str, str],
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.env = env
         name = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:16]
         self.path = Path(directory) / f"{prefix}-{name}.jsonl"
         self._entries: dict[str, tuple[Any, str]] | None = None
+        self._on_error = on_error
+        self.off = False
 
     def get(self, key: str) -> tuple[Any, str] | None:
         """(payload, when it was kept, ISO 8601 UTC), or None."""
@@ -114,25 +138,36 @@ class KeptStore:
             self._entries = self._load()
         return self._entries.get(key)
 
-    def put(self, key: str, payload: Any) -> str:
-        """Keep ``payload`` under ``key``; returns when (ISO 8601 UTC)."""
+    def put(self, key: str, payload: Any) -> None:
+        """Keep ``payload`` under ``key``."""
+        if self.off:
+            return
         from filelock import FileLock
 
         at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        line = json.dumps({"key": key, "env": self.env, "at": at, "payload": payload})
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"):
-            with self.path.open("a") as f:
-                f.write(line + "\n")
+        line = json.dumps({"key": key, "env": self.env, "at": at, "payload": payload}).encode() + b"\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(self.path) + ".lock"), self.path.open("ab+") as f:
+                if f.seek(0, os.SEEK_END) > 0:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":  # a write cut short: end its line, or it swallows this one
+                        line = b"\n" + line
+                f.write(line)
+        except OSError as exc:
+            self._fail(exc)
+            return
         if self._entries is not None:
             self._entries[key] = (payload, at)
-        return at
 
     def _load(self) -> dict[str, tuple[Any, str]]:
         entries: dict[str, tuple[Any, str]] = {}
         try:
             lines = self.path.read_text().splitlines()
         except FileNotFoundError:
+            return entries
+        except (OSError, UnicodeDecodeError) as exc:
+            self._fail(exc)
             return entries
         for line in lines:
             try:
@@ -143,25 +178,37 @@ class KeptStore:
                 continue
         return entries
 
+    def _fail(self, exc: Exception) -> None:
+        self.off = True
+        message = f"{self.path}: {getattr(exc, 'strerror', None) or exc}; nothing more is kept there this run"
+        if self._on_error is not None:
+            self._on_error(message)
+        else:
+            import warnings
+
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
 
 class ReadingCache:
     """The kept readings of one environment (``environment``), in ``directory``."""
 
-    def __init__(self, directory: Path, env: dict[str, str]) -> None:
-        self.store = KeptStore(directory, "readings", env)
+    def __init__(self, directory: Path, env: dict[str, str], on_error: Callable[[str], None] | None = None) -> None:
+        self.store = KeptStore(directory, "readings", env, on_error)
 
     @property
     def path(self) -> Path:
         return self.store.path
 
-    def get(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"]) -> Reading | None:
-        hit = self.store.get(_key(kind, problem, configs))
+    def get(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], nth: int = 0) -> Reading | None:
+        hit = self.store.get(_key(kind, problem, configs, nth))
         return None if hit is None else Reading(list(hit[0]), hit[1])
 
-    def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: Sequence["Trial"]) -> None:
-        """Keep ``trials`` as the reading of (kind, problem, configs) when every one is kept-worthy."""
-        if trials and all(t.status in KEPT_STATUSES for t in trials):
-            self.store.put(_key(kind, problem, configs), [t.to_dict() for t in trials])
+    def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: list[dict],
+            nth: int = 0) -> None:
+        """Keep ``trials`` (as Trial.to_dict) as the reading of the ``nth`` (kind, problem,
+        configs) request; an empty list keeps nothing."""
+        if trials:
+            self.store.put(_key(kind, problem, configs, nth), trials)
 
 
 def reused_note(note: str | None, measured_at: str) -> str:
@@ -189,34 +236,52 @@ def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
 
 class CachingEvaluator:
     """An Evaluator (tuning.evaluator.Evaluator) that answers from ``cache`` what was
-    measured before and asks ``inner`` for the rest, keeping what it measures.
+    measured before and asks ``inner`` for the rest, keeping what it measures. With
+    ``reuse`` False (``--no-cache``) it measures everything and keeps the new readings,
+    which then stand for the old ones.
 
-    ``reused`` and ``measured`` count trials (a re-time's configs and the baseline
-    included).
+    Each trial is recorded (``on_trial``) before it is kept: a cache that fails loses
+    nothing from the history. ``reused`` and ``measured`` count trials (a re-time's
+    configs and the baseline included).
     """
 
-    def __init__(self, inner, cache: ReadingCache) -> None:
+    def __init__(self, inner, cache: ReadingCache, *, reuse: bool = True) -> None:
         self.inner = inner
         self.cache = cache
+        self.reuse = reuse
         self.reused = 0
         self.measured = 0
+        self._asked: dict[str, int] = {}
+
+    def _request(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"]) -> tuple[int, Reading | None]:
+        """This run's count of earlier identical requests, and the kept reading of this one."""
+        base = _key(kind, problem, configs)
+        nth = self._asked.get(base, 0)
+        self._asked[base] = nth + 1
+        return nth, (self.cache.get(kind, problem, configs, nth) if self.reuse else None)
 
     def evaluate(self, problem: "Problem", configs: Sequence["KernelConfig"],
                  on_trial: "OnTrial | None" = None) -> list["Trial"]:
+        from autokernel.tuning.space import config_key
+
         trials: list[Trial | None] = [None] * len(configs)
         missing: list[int] = []
+        nths: dict[tuple, int] = {}
         for i, config in enumerate(configs):
-            hit = self.cache.get("evaluate", problem, [config])
+            nth, hit = self._request("evaluate", problem, [config])
             if hit is None:
                 missing.append(i)
+                nths[config_key(config)] = nth
             else:
                 trials[i] = self._reuse(hit, on_trial)[0]
 
         def keep(trial: "Trial") -> None:
-            self.cache.put("evaluate", problem, [trial.config], [trial])  # before on_trial can touch its note
+            taken = trial.to_dict() if repeatable(trial) else None  # as measured: on_trial may add to its note
             self.measured += 1
             if on_trial is not None:
                 on_trial(trial)
+            self.cache.put("evaluate", problem, [trial.config], [taken] if taken else [],
+                           nths.get(config_key(trial.config), 0))
 
         if missing:
             fresh = self.inner.evaluate(problem, [configs[i] for i in missing], on_trial=keep)
@@ -228,28 +293,30 @@ class CachingEvaluator:
                on_trial: "OnTrial | None" = None) -> list["Trial"]:
         from autokernel.history import is_retimed
 
-        hit = self.cache.get("retime", problem, configs)
+        nth, hit = self._request("retime", problem, configs)
         if hit is not None:
             return self._reuse(hit, on_trial)
         got: list[Trial] = []
-        trials = self.inner.retime(problem, configs, on_trial=lambda t: got.append(t))
-        if len(got) == len(configs) and all(is_retimed(t.note) for t in got):
-            self.cache.put("retime", problem, configs, trials)
+        trials = self.inner.retime(problem, configs, on_trial=got.append)  # one task: all come at once
+        whole = len(got) == len(configs) and all(is_retimed(t.note) and repeatable(t) for t in got)
+        taken = [t.to_dict() for t in trials] if whole else []
         self.measured += len(got)
         for trial in got:
             if on_trial is not None:
                 on_trial(trial)
+        self.cache.put("retime", problem, configs, taken, nth)
         return trials
 
     def baseline(self, problem: "Problem", on_trial: "OnTrial | None" = None) -> "Trial":
-        hit = self.cache.get("baseline", problem, [])
+        nth, hit = self._request("baseline", problem, [])
         if hit is not None:
             return self._reuse(hit, on_trial)[0]
         trial = self.inner.baseline(problem)
-        self.cache.put("baseline", problem, [], [trial])
+        taken = [trial.to_dict()] if repeatable(trial) else []
         self.measured += 1
         if on_trial is not None:
             on_trial(trial)
+        self.cache.put("baseline", problem, [], taken, nth)
         return trial
 
     def close(self) -> None:
@@ -273,10 +340,12 @@ class KeptProposals:
     history and number asked (the Strategy protocol: a strategy built with the same seed
     proposes the same configs then). On a rerun with the same seed whose readings are all
     kept, TPE's proposals, seconds of a run (optuna asks ~40 times per config it proposes
-    in a discrete space), are not worked out again. Wrap only strategies that depend on
-    nothing else: no LLM. Other attributes (name, notes, events) are the strategy's own."""
+    in a discrete space), are not worked out again. Wrap only strategies whose proposals
+    follow from the seed, space and history alone (``history_pure``: no LLM, no state
+    carried from one call to the next). Other attributes (name, notes, events) are the
+    strategy's own."""
 
-    def __init__(self, strategy, seed: int, directory: Path) -> None:
+    def __init__(self, strategy, seed: int, directory: Path, on_error: Callable[[str], None] | None = None) -> None:
         try:
             from importlib.metadata import version
 
@@ -286,7 +355,7 @@ class KeptProposals:
         self.strategy = strategy
         self.seed = seed
         self.store = KeptStore(directory, "proposals", {
-            "optuna": optuna_version, "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))})
+            "optuna": optuna_version, "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}, on_error)
         self.reused = 0
 
     def __getattr__(self, name: str):

@@ -55,6 +55,10 @@ functools.partial of one."""
 BATCH_LOST = "re-time lost with its batch"
 """The note of a config's failed Trial when its whole side-by-side re-time task failed."""
 
+WORKER_LOST = "lost with its worker"
+"""The note of a candidate's failed Trial when its worker died or was killed: the machine's
+outcome as much as the config's (readings.py keeps none of them)."""
+
 NOT_COMPILED = "not compiled"
 """The probe's answer for a candidate whose binary is not in Triton's cache yet."""
 
@@ -572,4 +576,4 @@ def _lost_trial(problem: Problem, config: KernelConfig | None, status: str, erro
     from autokernel.evaluate import Trial
     from autokernel.timing import timing_label
 
-    return Trial(problem, config, status, timing=timing_label(), error=error)
+    return Trial(problem, config, status, timing=timing_label(), error=error, note=WORKER_LOST)

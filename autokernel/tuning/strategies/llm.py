@@ -396,6 +396,11 @@ class AutoStrategy:
         if llm is None:
             self.events.append("auto: no OPENAI_API_KEY or OPENAI_BASE_URL, so optuna's TPE proposes alone")
 
+    @property
+    def history_pure(self) -> bool:
+        """Without an LLM its proposals are TPE's, which follow from the seed, space and history."""
+        return self.llm is None and getattr(self.tpe, "history_pure", False)
+
     def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
         self._generations += 1
         if self.llm is not None and self._generations <= self.llm_generations and not self.llm.gave_up:

@@ -27,6 +27,9 @@ class OptunaStrategy:
     """
 
     name = "optuna"
+    history_pure = True
+    """Its proposals follow from the seed, the space and the history alone (each call is
+    seeded from (seed, history length)): readings.KeptProposals may keep them."""
 
     def __init__(self, seed: int | None = None, n_startup_trials: int = _N_STARTUP, exploit: float = 0.0) -> None:
         self.seed = seed
