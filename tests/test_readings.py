@@ -136,8 +136,9 @@ def test_a_cut_line_is_skipped_and_notes_compose(tmp_path):
 
 def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
     runner = CliRunner()
-    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "2", "-n", "2", "--seed", "1",
-            "--strategy", "random", "--json"]
+    # Two configs: the confirmation races them in the same order in its first and third round.
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "1", "-n", "2", "--seed", "2",
+            "--strategy", "optuna", "--json"]
     first = json.loads(runner.invoke(app, [*args, "--history", str(tmp_path / "a.csv")]).stdout)[0]
     result = runner.invoke(app, [*args, "--history", str(tmp_path / "b.csv")])
     second = json.loads(result.stdout)[0]
@@ -145,6 +146,8 @@ def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
     assert second["best"] == first["best"] and second["baseline"]["ms"] == first["baseline"]["ms"]
     rows = History(tmp_path / "b.csv").read()
     assert len(rows) == second["reused_readings"] and rows["note"].str.contains("reused reading of").all()
+    cold = History(tmp_path / "a.csv").read()  # the same rows, reading for reading
+    assert rows["config"].tolist() == cold["config"].tolist() and rows["ms"].tolist() == cold["ms"].tolist()
     assert "reused" in result.stderr and "--no-cache" in result.stderr
 
     fresh = json.loads(runner.invoke(app, [*args, "--no-cache", "--history", str(tmp_path / "c.csv")]).stdout)[0]
