@@ -266,3 +266,34 @@ def test_the_same_race_twice_in_a_run_is_two_readings(tmp_path):
     assert [again.retime(P, [A, B])[0].gpu_ms, again.retime(P, [A, B])[0].gpu_ms] == kept and inner.asked == []
     again.retime(P, [A, B])  # a third: never measured before
     assert inner.asked == [("retime", (A, B))]
+
+
+def test_cache_info_and_clear(tmp_path, monkeypatch):
+    from conftest import one_error_line
+
+    runner = CliRunner()
+    directory = tmp_path / "autokernel-cache"  # conftest's AUTOKERNEL_CACHE_DIR
+    assert "nothing kept yet" in runner.invoke(app, ["cache", "info"]).stdout
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "1", "-n", "2", "--seed", "2",
+            "--strategy", "optuna", "--json", "--history", str(tmp_path / "h.csv")]
+    assert runner.invoke(app, args).exit_code == 0
+    # a file another autokernel wrote: a stale one
+    old = ReadingCache(directory, {**ENV, "code": "older"})
+    old.put("evaluate", P, [A], [Trial(P, A, "success", ms=1.0).to_dict()])
+    listed = json.loads(runner.invoke(app, ["cache", "info", "--json"]).stdout)["files"]
+    assert sorted((f["kind"], f["stale"]) for f in listed) == [("proposals", False), ("readings", False),
+                                                                ("readings", True)]
+    assert all(f["entries"] > 0 for f in listed)
+
+    result = runner.invoke(app, ["cache", "clear", "--stale"])
+    assert result.exit_code == 0 and "deleted 1 kept entry" in result.stderr
+    assert not old.path.exists()
+    runner.invoke(app, ["cache", "clear", "--kind", "readings"])
+    left = json.loads(runner.invoke(app, ["cache", "info", "--json"]).stdout)["files"]
+    assert [f["kind"] for f in left] == ["proposals"]
+
+    assert "--kind must be" in one_error_line(runner.invoke(app, ["cache", "clear", "--kind", "x"]), 2)
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(blocker))
+    assert "is a file" in one_error_line(runner.invoke(app, ["cache", "info"]), 2)

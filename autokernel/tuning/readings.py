@@ -81,6 +81,37 @@ def code_fingerprint(keep=lambda rel: not rel.startswith(_NOT_MEASURING)) -> str
     return digest.hexdigest()
 
 
+def kept_files(directory: Path) -> list[dict[str, Any]]:
+    """What ``directory`` keeps, one dict per file: path, kind ("readings" or "proposals"),
+    env (of its first readable line; {} when none), entries (distinct keys), bytes, last
+    (the latest line's time, or None), stale (written by other autokernel code than this:
+    no run of this code reads it)."""
+    codes = {"readings": code_fingerprint(), "proposals": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}
+    out = []
+    for path in sorted(Path(directory).glob("*-*.jsonl")):
+        kind = path.name.split("-", 1)[0]
+        if kind not in ("readings", "proposals"):
+            continue
+        env: dict = {}
+        keys: set[str] = set()
+        last = None
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            lines = []
+        for line in lines:
+            try:
+                record = json.loads(line)
+                keys.add(record["key"])
+                env = env or dict(record["env"])
+                last = str(record["at"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        out.append({"path": path, "kind": kind, "env": env, "entries": len(keys), "bytes": path.stat().st_size,
+                    "last": last, "stale": env.get("code") != codes[kind]})
+    return out
+
+
 def environment(device: str, timing: str) -> dict[str, str]:
     """What a reading depends on besides its problem and configs."""
     from importlib.metadata import PackageNotFoundError, version
