@@ -54,9 +54,12 @@ def repeatable(trial: "Trial") -> bool:
         return False
     return not (trial.status == "out_of_resources" and (trial.error or "").startswith("OutOfMemoryError"))
 
+
 _NOT_MEASURING = ("cli", os.path.join("tuning", "strategies"))
 """Package folders whose code does not change what a reading measures (the rest of the
 package is fingerprinted: kernels, launch path, checks, timers, the worker)."""
+_PROPOSING = ("config.py", "problem.py", "tuning")
+"""The code a strategy's proposals depend on (the strategies, the space, the configs)."""
 
 
 def cache_dir() -> Path:
@@ -360,10 +363,6 @@ class CachingEvaluator:
             if on_trial is not None:
                 on_trial(trial)
         return trials
-
-
-_PROPOSING = ("config.py", "problem.py", "tuning")
-"""The code a strategy's proposals depend on (the strategies, the space, the configs)."""
 
 
 class KeptProposals:
