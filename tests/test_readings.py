@@ -213,16 +213,17 @@ def test_an_unusable_cache_dir_warns_once_and_loses_nothing(tmp_path, monkeypatc
     blocker.write_text("not a directory")
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(blocker))
     runner = CliRunner()
-    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "2", "-n", "2", "--seed", "1",
+    args = ["tune", "--interpret", "--size", "16", "--size", "24", "-g", "2", "-n", "2", "--seed", "1",
             "--history", str(tmp_path / "h.csv"), "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    out = json.loads(result.stdout)[0]
+    outs = json.loads(result.stdout)
     rows = History(tmp_path / "h.csv").read()
-    assert len(rows) >= out["trials"] + 1  # every trial and the baseline
+    assert len(outs) == 2 and len(rows) >= sum(o["trials"] + 1 for o in outs)  # every trial and the baselines
     warned = [ln for ln in result.stderr.splitlines() if "a-file" in ln]
-    assert warned and all("nothing more is kept there" in ln for ln in warned)
+    assert len(warned) == 2 and all("nothing more is kept there" in ln for ln in warned)  # readings, proposals
+    assert len({ln.split(":")[1] for ln in warned}) == 2
 
 
 def test_no_cache_measures_again_and_keeps_the_new_readings(tmp_path):
@@ -286,7 +287,7 @@ def test_cache_info_and_clear(tmp_path, monkeypatch):
     assert all(f["entries"] > 0 for f in listed)
 
     result = runner.invoke(app, ["cache", "clear", "--stale"])
-    assert result.exit_code == 0 and "deleted 1 kept entry" in result.stderr
+    assert result.exit_code == 0 and "deleted 1 file(s), 1 kept entry" in result.stderr
     assert not old.path.exists()
     runner.invoke(app, ["cache", "clear", "--kind", "readings"])
     left = json.loads(runner.invoke(app, ["cache", "info", "--json"]).stdout)["files"]
@@ -297,3 +298,25 @@ def test_cache_info_and_clear(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(blocker))
     assert "is a file" in one_error_line(runner.invoke(app, ["cache", "info"]), 2)
+
+
+def test_a_bad_byte_costs_its_line_only(tmp_path):
+    ev = _caching(tmp_path, Inner())
+    ev.evaluate(P, [A])
+    with ev.cache.path.open("ab") as f:
+        f.write(b"\xff\xfe not utf-8\n")
+    ev.evaluate(P, [B])  # kept after the bad line
+    inner = Inner()
+    _caching(tmp_path, inner).evaluate(P, [A, B])
+    assert inner.asked == []
+
+
+def test_files_of_an_older_torch_are_stale(tmp_path, monkeypatch):
+    import autokernel.tuning.readings as readings
+
+    cache = ReadingCache(tmp_path, {**ENV, "code": readings.code_fingerprint(), "torch": "1.0.0+cu1"})
+    cache.put("evaluate", P, [A], [Trial(P, A, "success", ms=1.0).to_dict()])
+    monkeypatch.setattr(readings, "_installed", lambda name: {"torch": "1.0.0"}.get(name))
+    assert [f["stale"] for f in readings.kept_files(tmp_path)] == [False]  # the local tag aside, the same torch
+    monkeypatch.setattr(readings, "_installed", lambda name: {"torch": "2.0.0"}.get(name))
+    assert [f["stale"] for f in readings.kept_files(tmp_path)] == [True]

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from autokernel.cli._common import JsonOpt, console, err_console, fail, print_json, print_table
 
-cache_app = typer.Typer(help="The tuner's kept readings and proposals: list them (info) or delete them (clear).",
+cache_app = typer.Typer(help="List (info) or delete (clear) the tuner's kept readings and proposals.",
                         no_args_is_help=True)
 
 
@@ -24,9 +24,12 @@ def _files() -> tuple:
 
 @cache_app.command("info")
 def info(json_out: JsonOpt = False) -> None:
-    """List the files in the cache dir ($AUTOKERNEL_CACHE_DIR, else ~/.cache/autokernel):
-    per file what it keeps, for which GPU and software, how many entries, its size, and
-    whether it is stale (written by other autokernel code: no run of this one reads it)."""
+    """List what the tuner keeps, per file.
+
+    The cache dir is $AUTOKERNEL_CACHE_DIR, else $XDG_CACHE_HOME/autokernel, else
+    ~/.cache/autokernel. Per file: what it keeps, for which GPU and software, how many
+    entries, its size, and whether it is stale (written by other autokernel code or
+    another torch, Triton or optuna: no run of this install reads it)."""
     directory, files = _files()
     if json_out:
         print_json({"directory": str(directory),
@@ -50,23 +53,27 @@ def clear(
     kind: Annotated[str, typer.Option("--kind", help="readings, proposals or all.")] = "all",
     stale: Annotated[bool, typer.Option("--stale", help="Only the files other autokernel code wrote.")] = False,
 ) -> None:
-    """Delete the kept readings and/or proposals: the next tune measures everything again
-    (with --stale, only what this autokernel would never read)."""
+    """Delete kept readings and proposals.
+
+    The next tune then measures everything again. With --stale, only the files this
+    install would never read. A tune running meanwhile starts a new file."""
     if kind not in ("readings", "proposals", "all"):
         fail(f"--kind must be readings, proposals or all, got {kind!r}")
     directory, files = _files()
-    removed = 0
+    deleted = []
     for f in files:
         if kind in ("all", f["kind"]) and (f["stale"] or not stale):
             for path in (f["path"], f["path"].with_name(f["path"].name + ".lock")):
                 try:
                     path.unlink(missing_ok=True)
                 except OSError as exc:
-                    fail(f"cannot delete {path}: {exc.strerror}")
-            removed += f["entries"]
+                    fail(f"cannot delete {path}: {exc.strerror} (deleted before it: {len(deleted)} file(s))")
+            deleted.append(f)
+            err_console.print(f"deleted {f['path'].name} ({f['entries']} entries)", highlight=False, markup=False)
     what = f"{kind}{', stale only' if stale else ''}"
-    err_console.print(f"deleted {removed} kept entr{'y' if removed == 1 else 'ies'} ({what}) from {directory}",
-                      highlight=False, markup=False, soft_wrap=True)
+    entries = sum(f["entries"] for f in deleted)
+    err_console.print(f"deleted {len(deleted)} file(s), {entries} kept entr{'y' if entries == 1 else 'ies'} ({what}) "
+                      f"from {directory}", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -64,8 +64,9 @@ BiasOpt = Annotated[bool, typer.Option("--bias/--no-bias", help="Tune with a bia
 ModelOpt = Annotated[str | None, typer.Option("--model", help="The LLM for --strategy llm/auto (else $AUTOKERNEL_LLM_MODEL).")]
 CacheOpt = Annotated[
     bool, typer.Option("--cache/--no-cache", help="Reuse earlier readings of the same configs on this GPU, torch, Triton "
-                                                  "and autokernel code ($AUTOKERNEL_CACHE_DIR, else ~/.cache/autokernel); "
-                                                  "--no-cache measures every config again.")
+                                                  "and autokernel code ($AUTOKERNEL_CACHE_DIR, else $XDG_CACHE_HOME/"
+                                                  "autokernel or ~/.cache/autokernel); --no-cache measures every config "
+                                                  "again and keeps the new readings in place of the old.")
 ]
 
 

@@ -84,50 +84,63 @@ def code_fingerprint(keep=lambda rel: not rel.startswith(_NOT_MEASURING)) -> str
     return digest.hexdigest()
 
 
+def _records(path: Path) -> list[dict]:
+    """The records of a kept file, line by line: a line cut short or not UTF-8 is skipped.
+    OSError (FileNotFoundError included) propagates."""
+    out = []
+    for raw in path.read_bytes().split(b"\n"):
+        try:
+            record = json.loads(raw.decode())
+            if isinstance(record, dict) and {"key", "env", "at", "payload"} <= record.keys():
+                out.append(record)
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError both
+            continue
+    return out
+
+
+def _installed(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def kept_files(directory: Path) -> list[dict[str, Any]]:
     """What ``directory`` keeps, one dict per file: path, kind ("readings" or "proposals"),
     env (of its first readable line; {} when none), entries (distinct keys), bytes, last
     (the latest line's time, or None), stale (written by other autokernel code than this:
     no run of this code reads it)."""
     codes = {"readings": code_fingerprint(), "proposals": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}
+    versions = {"torch": _installed("torch"), "triton": _installed("triton"), "optuna": _installed("optuna")}
     out = []
     for path in sorted(Path(directory).glob("*-*.jsonl")):
         kind = path.name.split("-", 1)[0]
         if kind not in ("readings", "proposals"):
             continue
-        env: dict = {}
-        keys: set[str] = set()
-        last = None
         try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError):
-            lines = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-                keys.add(record["key"])
-                env = env or dict(record["env"])
-                last = str(record["at"])
-            except (ValueError, KeyError, TypeError):
-                continue
-        out.append({"path": path, "kind": kind, "env": env, "entries": len(keys), "bytes": path.stat().st_size,
-                    "last": last, "stale": env.get("code") != codes[kind]})
+            records, size = _records(path), path.stat().st_size
+        except OSError:  # gone since the listing (a clear beside us), or unreadable
+            continue
+        env = dict(records[0]["env"]) if records else {}
+        # Stale: no run of this install reads it (other code, or torch, Triton or optuna since upgraded).
+        # torch.__version__ carries a local tag (+cpu, +cu130) that the installed metadata may lack.
+        moved = [name for name, have in versions.items()
+                 if name in env and have is not None and env[name].split("+")[0] != have.split("+")[0]]
+        out.append({"path": path, "kind": kind, "env": env, "entries": len({r["key"] for r in records}),
+                    "bytes": size, "last": records[-1]["at"] if records else None,
+                    "stale": bool(records) and (env.get("code") != codes[kind] or bool(moved))})
     return out
 
 
 def environment(device: str, timing: str) -> dict[str, str]:
     """What a reading depends on besides its problem and configs."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import torch
 
-    try:
-        triton_version = version("triton")
-    except PackageNotFoundError:
-        triton_version = "none"
     knobs = {k: v for k, v in sorted(os.environ.items())
              if (k.startswith("TRITON_") and k not in _TRITON_NOT_CODEGEN) or k in _ENV_KNOBS}
-    return {"device": device, "timing": timing, "torch": torch.__version__, "triton": triton_version,
+    return {"device": device, "timing": timing, "torch": torch.__version__, "triton": _installed("triton") or "none",
             "code": code_fingerprint(), "env": json.dumps(knobs)}
 
 
@@ -145,6 +158,10 @@ class Reading:
 
     trials: list[dict[str, Any]]
     measured_at: str
+
+
+_FAILED: set[Path] = set()
+"""Files a KeptStore of this process could not use (and said so)."""
 
 
 class KeptStore:
@@ -195,25 +212,20 @@ class KeptStore:
             self._entries[key] = (payload, at)
 
     def _load(self) -> dict[str, tuple[Any, str]]:
-        entries: dict[str, tuple[Any, str]] = {}
         try:
-            lines = self.path.read_text().splitlines()
+            records = _records(self.path)
         except FileNotFoundError:
-            return entries
-        except (OSError, UnicodeDecodeError) as exc:
+            return {}
+        except OSError as exc:
             self._fail(exc)
-            return entries
-        for line in lines:
-            try:
-                record = json.loads(line)
-                if record["env"] == self.env:
-                    entries[record["key"]] = (record["payload"], str(record["at"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return entries
+            return {}
+        return {r["key"]: (r["payload"], str(r["at"])) for r in records if r["env"] == self.env}
 
     def _fail(self, exc: Exception) -> None:
         self.off = True
+        if self.path in _FAILED:  # one line per file and run, however many problems are tuned
+            return
+        _FAILED.add(self.path)
         message = f"{self.path}: {getattr(exc, 'strerror', None) or exc}; nothing more is kept there this run"
         if self._on_error is not None:
             self._on_error(message)
@@ -376,16 +388,11 @@ class KeptProposals:
     strategy's own."""
 
     def __init__(self, strategy, seed: int, directory: Path, on_error: Callable[[str], None] | None = None) -> None:
-        try:
-            from importlib.metadata import version
-
-            optuna_version = version("optuna")
-        except Exception:  # noqa: BLE001  (not installed: the strategies that need it say so)
-            optuna_version = "none"
         self.strategy = strategy
         self.seed = seed
-        self.store = KeptStore(directory, "proposals", {
-            "optuna": optuna_version, "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}, on_error)
+        env = {"optuna": _installed("optuna") or "none",
+               "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}
+        self.store = KeptStore(directory, "proposals", env, on_error)
         self.reused = 0
 
     def __getattr__(self, name: str):
