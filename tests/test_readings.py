@@ -156,7 +156,7 @@ def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
 
 
 def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
-    from autokernel.tuning.readings import KeptProposals
+    from autokernel.tuning.readings import KeptProposals, proposal_store
     from autokernel.tuning.strategies import Observation, make_strategy
 
     from conftest import interpreter_space
@@ -174,16 +174,16 @@ def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
     space = interpreter_space(P)
     history = [Observation(A, "success", 1.0)]
     first = Counting()
-    proposed = KeptProposals(first, 3, tmp_path).propose(space, history, 4)
+    proposed = KeptProposals(first, 3, proposal_store(tmp_path)).propose(space, history, 4)
     again = Counting()
-    wrapped = KeptProposals(again, 3, tmp_path)
+    wrapped = KeptProposals(again, 3, proposal_store(tmp_path))  # a new run: reads the file
     assert wrapped.propose(space, history, 4) == proposed and again.calls == 0 and wrapped.reused == 1
     assert wrapped.name == "random" and wrapped.notes == {"kept": "attr"}  # the strategy's own attributes
     wrapped.propose(space, [Observation(A, "success", 2.0)], 4)  # another reading: worked out anew
     wrapped.propose(space, history, 3)
     assert again.calls == 2
     other_seed = Counting()
-    KeptProposals(other_seed, 4, tmp_path).propose(space, history, 4)
+    KeptProposals(other_seed, 4, proposal_store(tmp_path)).propose(space, history, 4)
     assert other_seed.calls == 1
 
 
@@ -245,14 +245,15 @@ def test_no_cache_measures_again_and_keeps_the_new_readings(tmp_path):
     ("optuna", 1, False, False, False),
 ])
 def test_which_strategies_have_their_proposals_kept(strategy, seed, cache, llm, wrapped, monkeypatch):
-    from autokernel.cli.tune import TuneOptions, _strategy
-    from autokernel.tuning.readings import KeptProposals
+    from autokernel.cli.tune import TuneOptions, _proposal_store, _strategy
+    from autokernel.tuning.readings import KeptProposals, proposal_store
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     if llm:
         monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    made = _strategy(TuneOptions(1, 2, strategy, seed, 10.0, None, None, cache))
+    options = TuneOptions(1, 2, strategy, seed, 10.0, None, None, cache)
+    made = _strategy(options, _proposal_store(options))
     assert isinstance(made, KeptProposals) == wrapped
 
 

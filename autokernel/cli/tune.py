@@ -213,6 +213,7 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
             if hasattr(evaluator, "space"):
                 for problem in problems:  # a problem the sweep lacks: one line now, not a traceback later
                     evaluator.space(problem)
+        proposals = _proposal_store(options)  # one per run: its file is read once, not per problem
         started = time.perf_counter()
         budget = stop.time_budget_s if stop is not None else None  # for the whole run, not per problem
         for problem in problems:
@@ -223,7 +224,7 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
                     break
                 stop = dataclasses.replace(stop, time_budget_s=left)
             with user_errors():
-                strategy = _strategy(options)
+                strategy = _strategy(options, proposals)
             results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
                                      stop, quiet=json_out))
     finally:
@@ -261,17 +262,29 @@ def _evaluator(options: TuneOptions, workers):
     return CachingEvaluator(workers, cache, reuse=options.cache), device, timing
 
 
-def _strategy(options: TuneOptions):
+def _proposal_store(options: TuneOptions):
+    """Where a run keeps its strategies' proposals (readings.KeptProposals), or None: kept
+    only with --cache, a seed, and no replay."""
+    if not options.cache or options.replay is not None or options.seed is None:
+        return None
+    from autokernel.tuning.readings import cache_dir, proposal_store
+
+    return proposal_store(cache_dir(), on_error=warn)
+
+
+def _strategy(options: TuneOptions, proposals=None):
+    """The strategy of ``options``; a history-pure one wrapped to keep its proposals in
+    ``proposals`` (a _proposal_store) where given."""
     from autokernel.tuning.strategies import make_strategy
 
     extra = {"model": options.model} if options.model else {}
     strategy = make_strategy(options.strategy, seed=options.seed, **extra)
     # Seeded, a history-pure strategy's proposals follow from the space and history alone:
     # kept with the readings, a rerun takes them instead of working them out again.
-    if options.cache and options.replay is None and options.seed is not None and getattr(strategy, "history_pure", False):
-        from autokernel.tuning.readings import KeptProposals, cache_dir
+    if proposals is not None and getattr(strategy, "history_pure", False):
+        from autokernel.tuning.readings import KeptProposals
 
-        strategy = KeptProposals(strategy, options.seed, cache_dir(), on_error=warn)
+        strategy = KeptProposals(strategy, options.seed, proposals)
     return strategy
 
 

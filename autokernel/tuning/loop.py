@@ -294,8 +294,9 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit), its tile on the other kernel where the space has both
     (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
-    2048³ on the H100, TMA at most larger ones) and on the TMA kernel flattened, and the best configs of the nearest other
-    problems of the same dtype in the history, on this device. Only those the space accepts."""
+    2048³ on the H100, TMA at most larger ones) and on the TMA kernel flattened, and the
+    best configs of the nearest other problems of the same dtype in the history, on this
+    device. Only those the space accepts."""
     from autokernel.best import shape_distance
     from autokernel.history import best_per_problem
 

@@ -22,6 +22,7 @@ measuring code, so a changed kernel or a new Triton starts an empty file.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -70,15 +71,17 @@ def cache_dir() -> Path:
     return Path(base) / "autokernel"
 
 
-def code_fingerprint(keep=lambda rel: not rel.startswith(_NOT_MEASURING)) -> str:
-    """A hash of the package's modules whose path (relative to the package) ``keep``
-    accepts, by path and content; by default the measuring code: all but the CLI and the
-    strategies."""
+@functools.lru_cache(maxsize=None)
+def code_fingerprint(kind: str = "readings") -> str:
+    """A hash of the package code, by path and content, that a kept file of ``kind``
+    depends on: for "readings" the measuring code (all but the CLI and the strategies),
+    for "proposals" the strategies, the space and the configs. Once per process: the
+    files do not change under a run."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         rel = str(path.relative_to(root))
-        if keep(rel):
+        if rel.startswith(_PROPOSING) if kind == "proposals" else not rel.startswith(_NOT_MEASURING):
             digest.update(rel.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -112,7 +115,6 @@ def kept_files(directory: Path) -> list[dict[str, Any]]:
     env (of its first readable line; {} when none), entries (distinct keys), bytes, last
     (the latest line's time, or None), stale (written by other autokernel code than this:
     no run of this code reads it)."""
-    codes = {"readings": code_fingerprint(), "proposals": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}
     versions = {"torch": _installed("torch"), "triton": _installed("triton"), "optuna": _installed("optuna")}
     out = []
     for path in sorted(Path(directory).glob("*-*.jsonl")):
@@ -130,7 +132,7 @@ def kept_files(directory: Path) -> list[dict[str, Any]]:
                  if name in env and have is not None and env[name].split("+")[0] != have.split("+")[0]]
         out.append({"path": path, "kind": kind, "env": env, "entries": len({r["key"] for r in records}),
                     "bytes": size, "last": records[-1]["at"] if records else None,
-                    "stale": bool(records) and (env.get("code") != codes[kind] or bool(moved))})
+                    "stale": bool(records) and (env.get("code") != code_fingerprint(kind) or bool(moved))})
     return out
 
 
@@ -158,10 +160,6 @@ class Reading:
 
     trials: list[dict[str, Any]]
     measured_at: str
-
-
-_FAILED: set[Path] = set()
-"""Files a KeptStore of this process could not use (and said so)."""
 
 
 class KeptStore:
@@ -222,10 +220,7 @@ class KeptStore:
         return {r["key"]: (r["payload"], str(r["at"])) for r in records if r["env"] == self.env}
 
     def _fail(self, exc: Exception) -> None:
-        self.off = True
-        if self.path in _FAILED:  # one line per file and run, however many problems are tuned
-            return
-        _FAILED.add(self.path)
+        self.off = True  # put keeps nothing more and the file is read once: one line per store (per run)
         message = f"{self.path}: {getattr(exc, 'strerror', None) or exc}; nothing more is kept there this run"
         if self._on_error is not None:
             self._on_error(message)
@@ -377,6 +372,13 @@ class CachingEvaluator:
         return trials
 
 
+def proposal_store(directory: Path, on_error: Callable[[str], None] | None = None) -> KeptStore:
+    """The store of KeptProposals in ``directory``: one file per optuna version and code of
+    the strategies, the space and the configs."""
+    env = {"optuna": _installed("optuna") or "none", "code": code_fingerprint("proposals")}
+    return KeptStore(directory, "proposals", env, on_error)
+
+
 class KeptProposals:
     """A seeded strategy whose proposals are kept and given again for the same space,
     history and number asked (the Strategy protocol: a strategy built with the same seed
@@ -387,12 +389,10 @@ class KeptProposals:
     carried from one call to the next). Other attributes (name, notes, events) are the
     strategy's own."""
 
-    def __init__(self, strategy, seed: int, directory: Path, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(self, strategy, seed: int, store: KeptStore) -> None:
         self.strategy = strategy
         self.seed = seed
-        env = {"optuna": _installed("optuna") or "none",
-               "code": code_fingerprint(lambda rel: rel.startswith(_PROPOSING))}
-        self.store = KeptStore(directory, "proposals", env, on_error)
+        self.store = store  # proposal_store's: one per run, shared by its problems
         self.reused = 0
 
     def __getattr__(self, name: str):
