@@ -17,12 +17,10 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from autokernel.kernels.epilogue import ACTIVATIONS, MATH_VARIANTS  # noqa: E402
+from autokernel.kernels.epilogue import ACTIVATIONS  # noqa: E402
 from autokernel.kernels.matmul import _matmul_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
-# The internal gelu_tanh/silu spellings (inline PTX; the interpreter never runs it).
-VARIANT_NAMES = [name for names in MATH_VARIANTS.values() for name in names]
 _TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -32,7 +30,6 @@ def matmul_variants():
         *[("float16", act, True, True, False) for act in ACTIVATIONS],
         ("bfloat16", "gelu_tanh", True, False, False),
         ("float32", "silu", False, False, True),
-        *[("float16", act, True, True, False) for act in VARIANT_NAMES],
     ]:
         t = "*" + _TYPES[dtype]
         sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t}
@@ -62,13 +59,7 @@ def matmul_tma_variants():
                ("bfloat16", "leaky_relu", True, True, False, 2, False, 8, 4),
                ("float16", "none", False, False, False, 1, True, 8, 3),
                ("bfloat16", "silu", False, True, False, 2, True, 8, 3)]
-    # The math variants as the fused problems' shipped config runs them (128x256x64 w8 s3,
-    # flattened, B transposed); one with the warp-specialized loop, one subtiled.
-    math = [("float16" if i % 2 else "bfloat16", act, False, True, False, 1, True, 8, 3)
-            for i, act in enumerate(VARIANT_NAMES)]
-    math += [("float16", "gelu_tanh_mufu1", False, True, True, 1, False, 4, 3),
-             ("bfloat16", "silu_newton", False, True, False, 2, True, 8, 3)]
-    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options + math:
+    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options:
         t = _TYPES[dtype]
         sig = {
             "a_ptr": "*" + t, "b_ptr": "*" + t, "c_ptr": "*" + t,
@@ -99,8 +90,7 @@ def splitk_variants():
         sig.update({name: "constexpr" for name in consts})
         yield f"splitk_partial {dtype} even_k={even_k}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
     for dtype, act, split_k, index_64 in [*[("float16", act, 4, False) for act in ACTIVATIONS],
-                                          ("bfloat16", "gelu_tanh", 2, False), ("float32", "silu", 16, True),
-                                          ("float16", "gelu_tanh_poly", 4, False)]:
+                                          ("bfloat16", "gelu_tanh", 2, False), ("float32", "silu", 16, True)]:
         t = "*" + _TYPES[dtype]
         sig = {"ws_ptr": "*fp32", "c_ptr": t, "bias_ptr": t, "z_ptr": t}
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
@@ -117,8 +107,7 @@ def streamk_variants():
     from autokernel.kernels.streamk import _streamk_kernel
 
     for dtype, act, even_k, index_64 in [("float16", "gelu_tanh", True, False), ("bfloat16", "relu", False, False),
-                                         ("float32", "silu", False, True), ("float16", "none", True, False),
-                                         ("bfloat16", "silu_mufu1", True, False)]:
+                                         ("float32", "silu", False, True), ("float16", "none", True, False)]:
         t = "*" + _TYPES[dtype]
         sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t, "ws_ptr": "*fp32", "locks_ptr": "*i32"}
         sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
