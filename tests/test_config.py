@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from autokernel import ConfigError, KernelConfig, default_config
+from autokernel.config import FILL_TILES
 
 
 def test_json_round_trip():
@@ -70,3 +71,25 @@ def test_shared_memory_estimate_against_limit():
 def test_default_config_is_valid_and_fits(shape):
     cfg = default_config(*shape, torch.float16)
     cfg.check_fits(torch.float16, limit=232448)
+
+
+@pytest.mark.parametrize("shape, tile", [
+    ((256, 1024, 256), (64, 64, 64)),       # 64 tiles of 64x64: nothing larger makes 66
+    ((256, 256, 1024), (64, 64, 128)),      # long K on a small tile: block_k 128
+    ((512, 2048, 512), (64, 128, 64)),      # 128 tiles of 64x128
+    ((128, 11008, 4096), (128, 128, 64)),   # 86 tiles of 128x128; M <= 256 never takes 128x256
+    ((2048, 2048, 1024), (128, 256, 64)),   # 128 tiles of 128x256
+    ((8192, 8192, 8192), (128, 256, 64)),
+])
+def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
+    cfg = default_config(*shape, torch.float16, gpu=True)
+    assert (cfg.block_m, cfg.block_n, cfg.block_k) == tile
+    cfg.check_fits(torch.float16, limit=232448)
+    m, n, _ = shape
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    assert tiles >= FILL_TILES or (cfg.block_m, cfg.block_n) == (64, 64)
+
+
+@pytest.mark.parametrize("shape", [(256, 1024, 256), (512, 512, 2048), (768, 768, 768), (8192, 8192, 8192)])
+def test_default_config_fits_in_float32(shape):
+    default_config(*shape, torch.float32, gpu=True).check_fits(torch.float32, limit=232448)
