@@ -42,31 +42,17 @@ def _tanh(x):
 
 
 @triton.jit
-def _ex2_hw(x):
-    """2^x by one MUFU.EX2 (ftz: below 2^-126 gives 0; above 2^128, inf)."""
-    if _HW_MATH:
-        y = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
-                                      pack=1)
-    else:
-        y = tl.math.exp2(x)
-    return y
-
-
-@triton.jit
-def _rcp_hw(x):
-    """1/x by one MUFU.RCP (ftz; relative error ~2^-23)."""
-    if _HW_MATH:
-        y = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
-                                      pack=1)
-    else:
-        y = 1.0 / x
-    return y
-
-
-@triton.jit
 def _times_sigmoid(z, x):
-    """z / (1 + 2^x), i.e. z * sigmoid(-x ln 2), by one MUFU.EX2 and one MUFU.RCP."""
-    return z * _rcp_hw(1.0 + _ex2_hw(x))
+    """z / (1 + 2^x), i.e. z * sigmoid(-x ln 2): on the GPU one MUFU.EX2 and one MUFU.RCP
+    (ftz: 2^x below 2^-126 is 0, above 2^128 inf, so z * 0 for large x)."""
+    if _HW_MATH:
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + e], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+    else:
+        r = 1.0 / (1.0 + tl.math.exp2(x))
+    return z * r
 
 
 @triton.jit
