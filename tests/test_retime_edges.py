@@ -180,3 +180,25 @@ def test_tma_configs_only_where_descriptors_can_be_made(m, n, k, layout, aligned
     seeds = loop.prior_configs(problem, space, None, device="x", timing="gpu")
     assert [(c.variant, c.flatten) for c in seeds] == (
         [("tma", False), ("grouped", False), ("tma", True)] if aligned else [("grouped", False)])
+
+
+def test_prior_configs_count_only_history_configs_the_space_takes():
+    """A nearest problem's config the space refuses (here: too much shared memory) or one
+    already proposed does not use up the limit: the next nearest ones fill it."""
+    from autokernel.history import make_row
+    from conftest import gpu_space
+
+    problem = Problem(1024, 4096, 4096, "float16")
+    space = gpu_space(problem)
+    default = loop.space_default(problem, space)
+    too_big = KernelConfig(block_m=256, block_n=256, block_k=128, group_m=8, num_warps=8, num_stages=5,
+                           variant="grouped")
+    assert not space.contains(space.canonical(too_big))
+    good = [KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=4, num_stages=s, variant="tma")
+            for s in (3, 4)]
+    configs = [too_big, default, *good]  # nearest first
+    rows = [make_row("tune", Problem(1024 * (i + 1), 4096, 4096, "float16"), cfg, status="success", run_id="r",
+                     device="H100", timing="gpu", ms=1.0, name="triton") for i, cfg in enumerate(configs)]
+    seeds = loop.prior_configs(problem, space, pd.DataFrame(rows), device="H100", timing="gpu", limit=2)
+    assert seeds[3:] == [space.canonical(c) for c in good]
+    assert len(set(map(str, seeds))) == len(seeds)

@@ -301,15 +301,26 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     from autokernel.history import best_per_problem
 
     default = space_default(problem, space)
-    out = [default]
+    base = [default]
     if space.tma and default.variant in ("tma", "grouped"):
-        out.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
+        base.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
         # The TMA tile with its loops flattened: 22 of the 24 TMA entries above M = 128 in
         # the H100's tuned file (autokernel/configs/) chose it, and on an H200 the best
         # config of 3 of issue 7's 4 shapes was flattened (docs/tuning.md).
-        tma = out[0] if default.variant == "tma" else out[1]
-        out.append(tma.model_copy(update={"flatten": True}))
-    limit += len(out) - 1
+        tma = base[0] if default.variant == "tma" else base[1]
+        base.append(tma.model_copy(update={"flatten": True}))
+    out: list[KernelConfig] = []
+
+    def add(config: KernelConfig) -> bool:
+        """Keep ``config`` as the space writes it, if the space takes it and it is new."""
+        config = space.canonical(config)
+        if not space.contains(config) or config in out:
+            return False
+        out.append(config)
+        return True
+
+    for config in base:
+        add(config)
     if df is not None and not df.empty:
         best = best_per_problem(df)
         best = best[(best["device"] == device) & (best["timing"] == timing) & (best["dtype"] == problem.dtype)]
@@ -319,11 +330,12 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
 
         best = best[best["config"].notna()]  # a configless row (an old baseline) proposes nothing
         ranked = sorted((r for r in best.to_dict(orient="records")), key=distance)
+        taken = 0  # from the history: only configs the space takes and that are new count toward limit
         for row in ranked:
+            if taken >= limit:
+                break
             try:
-                out.append(KernelConfig.from_json(str(row["config"])))
+                taken += add(KernelConfig.from_json(str(row["config"])))
             except ValueError:
                 continue
-            if len(out) > limit:
-                break
-    return [c for c in map(space.canonical, out) if space.contains(c)]
+    return out
