@@ -127,7 +127,7 @@ def race_roles(problem: Problem, winner: KernelConfig, ranked: list[KernelConfig
 
 def _precompile(plans) -> None:
     """Launch every config once in the tuner's compile workers (one per core, at most 16;
-    its compile phase alone, hence the private pool): the binaries land in Triton's
+    its compile phase alone: WorkerEvaluator.precompile): the binaries land in Triton's
     cache, where the races load them."""
     import time
 
@@ -139,11 +139,9 @@ def _precompile(plans) -> None:
 
     start = time.perf_counter()
     with WorkerEvaluator(spare=False) as workers:
-        pool = workers._compile_pool()
-        if pool is None:  # the interpreter: nothing to compile
-            return
         for problem, _, _, roles in plans:
-            pool.run([(i, problem, cfg) for i, (cfg, _) in enumerate(roles.values())], workers.compile_timeout_s, failed)
+            if not workers.precompile(problem, [cfg for cfg, _ in roles.values()], failed):
+                return  # the interpreter: nothing to compile
     print(f"precompiled in {time.perf_counter() - start:.0f} s", flush=True)
 
 
