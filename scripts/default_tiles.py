@@ -12,7 +12,6 @@ Run on the device: source scripts/device_env.sh; python3 scripts/default_tiles.p
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import torch
@@ -20,6 +19,7 @@ import torch
 from autokernel.config import KernelConfig, default_config
 from autokernel.evaluate import check_correctness, race_call
 from autokernel.problem import Problem
+from autokernel.report import geomean
 from autokernel.timing import race
 
 # The shapes tuned to find the rule (docs/runs/kernels/default_tiles_h100.txt), then held-out ones.
@@ -62,10 +62,8 @@ def main() -> int:
     for label in ratios:
         r, c = ratios[label], vs_cublas[label]
         if r:
-            geo = math.exp(sum(map(math.log, r)) / len(r))
-            geo_c = math.exp(sum(map(math.log, c)) / len(c))
-            print(f"{label}: {len(r)} problems whose default changed; old/new geomean {geo:.3f} "
-                  f"(min {min(r):.3f}), cuBLAS/new geomean {geo_c:.3f}")
+            print(f"{label}: {len(r)} problems whose default changed; old/new geomean {geomean(r):.3f} "
+                  f"(min {min(r):.3f}), cuBLAS/new geomean {geomean(c):.3f}")
     return 0
 
 

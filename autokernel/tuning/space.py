@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import torch
 
 from autokernel import runtime
-from autokernel.config import KernelConfig
+from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.problem import Problem
 
 # What each KernelConfig field may take while tuning on a GPU (a subset of what
@@ -74,10 +74,6 @@ def why_no_tma(p: Problem) -> str | None:
         return ("a row of A, B or C is not a multiple of 16 bytes: no TMA descriptor, "
                 "the pointer kernel would run (a duplicate trial)")
     return None
-
-
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 @dataclass(frozen=True)
@@ -156,7 +152,7 @@ class SearchSpace:
             if getattr(config, dim) > max(smallest, _next_pow2(max(size, 1))):
                 return f"{dim}={getattr(config, dim)} exceeds the problem's {dim[-1].upper()}={size}"
         # group_m beyond the tile-rows there are behaves like the smallest group that covers them.
-        tiles_m = -(-p.m // config.block_m)
+        tiles_m = _cdiv(p.m, config.block_m)
         covering = [g for g in self.choices["group_m"] if g >= tiles_m]
         if covering and config.group_m > min(covering):
             return f"group_m={config.group_m} acts as {min(covering)}: the problem has {tiles_m} tile-rows"
@@ -165,7 +161,7 @@ class SearchSpace:
     def canonical(self, config: KernelConfig) -> KernelConfig:
         """``config`` with a group_m past the problem's tile-rows replaced by the smallest
         group in the space that covers them (they launch the same tile order)."""
-        tiles_m = -(-self.problem.m // config.block_m)
+        tiles_m = _cdiv(self.problem.m, config.block_m)
         covering = [g for g in self.choices["group_m"] if g >= tiles_m]
         if covering and config.group_m > min(covering):
             return config.model_copy(update={"group_m": min(covering)})
@@ -254,9 +250,9 @@ def _why_not_stream_k(config: KernelConfig, p: Problem, programs: int | None) ->
         return f"stream_k runs the pointer-load kernel: pair it with variant grouped, not {config.variant}"
     if programs is None:
         return "stream_k needs the SM count, unknown here"
-    if -(-p.k // config.block_k) < 2:
+    if _cdiv(p.k, config.block_k) < 2:
         return f"stream_k splits the K loop, and K={p.k} is one block_k={config.block_k} step"
-    tiles = -(-p.m // config.block_m) * -(-p.n // config.block_n)
+    tiles = _cdiv(p.m, config.block_m) * _cdiv(p.n, config.block_n)
     tail = tiles % programs
     if tail == 0:
         return f"stream_k: {tiles} tiles fill whole waves of {programs} SMs, no tail to split"
