@@ -142,13 +142,35 @@ def variants():
     yield from backward_variants()
 
 
+# The special-function instructions each forward activation's epilogue must compile to
+# (kernels/epilogue.py: what was measured on the H100): {activation: (wanted, refused)}.
+_MUFU = {
+    "gelu_tanh": (("tanh.approx.f32",), ("ex2.approx", "rcp.approx")),
+    "silu": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ("tanh.approx",)),
+}
+
+
+def mufu_problem(consts: dict, ptx: str) -> str | None:
+    """What is wrong with a forward kernel's PTX for its activation's epilogue, or None."""
+    wanted, refused = _MUFU.get(consts.get("ACTIVATION"), ((), ()))
+    missing = [op for op in wanted if op not in ptx]
+    extra = [op for op in refused if op in ptx]
+    if missing or extra:
+        return f"{consts['ACTIVATION']} epilogue: missing {missing}, unexpected {extra}"
+    return None
+
+
 def main() -> int:
     failures = 0
     count = 0
     for name, kernel, sig, consts, options in variants():
         count += 1
         try:
-            triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET, options=options)
+            compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
+                                      options=options)
+            if "GRAD_ACTIVATION" not in consts and (problem := mufu_problem(consts, compiled.asm["ptx"])):
+                failures += 1
+                print(f"FAIL {name}: {problem}")
         except Exception as exc:
             root = exc
             while root.__cause__ is not None:
