@@ -202,3 +202,38 @@ def test_prior_configs_count_only_history_configs_the_space_takes():
     seeds = loop.prior_configs(problem, space, pd.DataFrame(rows), device="H100", timing="gpu", limit=2)
     assert seeds[3:] == [space.canonical(c) for c in good]
     assert len(set(map(str, seeds))) == len(seeds)
+
+
+def test_wave_fill_counts_the_persistent_grids_empty_slots():
+    # 4096x11008 in 128x256 tiles: 32 x 43 = 1376 tiles, 11 waves of 132 SMs.
+    assert loop.wave_fill(Problem(4096, 11008, 4096, "bfloat16"), 128, 256, 132) == pytest.approx(1376 / 1452)
+    assert loop.wave_fill(Problem(4096, 11008, 4096, "bfloat16"), 64, 256, 132) == pytest.approx(2752 / 2772)
+    assert loop.wave_fill(Problem(3072, 2816, 2048, "float16"), 128, 256, 132) == 1.0  # 264 tiles: 2 full waves
+
+
+@pytest.mark.parametrize("m, n, k, wanted", [
+    (4096, 11008, 4096, True),    # fill 0.948 -> 0.993
+    (2048, 11008, 4096, True),    # 0.869 -> 0.993
+    (4096, 4096, 4096, False),    # 512 tiles: fill 0.970
+    (8192, 8192, 1024, False),    # 0.970
+    (4096, 2816, 2048, False),    # 352 tiles, 0.889; 704 half tiles fill no better
+])
+def test_prior_tries_the_half_height_tile_where_waves_fill_poorly(m, n, k, wanted):
+    from dataclasses import replace
+
+    from conftest import gpu_space
+
+    problem = Problem(m, n, k, "bfloat16", layout="nt")
+    space = replace(gpu_space(problem), programs=132)
+    seeds = loop.prior_configs(problem, space, None, device="x", timing="gpu")
+    half = [c for c in seeds if c.block_m == 64]
+    if not wanted:
+        assert half == []
+        return
+    assert half == [KernelConfig(block_m=64, block_n=256, block_k=64, group_m=8, num_warps=4, num_stages=4,
+                                 variant="tma", flatten=True, epilogue_subtile=2)]
+    assert seeds.index(half[0]) == 3  # after the default tile's three, before any history config
+    assert space.contains(half[0])
+    # The SM count unknown (a replayed sweep): no wave rule.
+    assert all(c.block_m != 64 for c in loop.prior_configs(problem, gpu_space(problem), None, device="x",
+                                                           timing="gpu"))
