@@ -18,6 +18,11 @@ _WARPS = (1, 2, 4, 8, 16)
 _STAGES_RANGE = (1, 8)
 _SPLIT_K = (1, 2, 4, 8, 16)
 _EPILOGUE_SUBTILES = (1, 2)
+WS_MAX_STAGES = 4
+"""The most pipeline stages a warp-specialized config may take: on the H100 (Triton 3.6)
+the TMA kernel warp-specialized at 5 stages left part of C unwritten (128x128x64 and
+256x128x32, 4 warps, in every one of 30 checks: docs/runs/tuning/readings/); at 3 and 4
+stages its results were correct."""
 
 
 def _is_pow2(x: int) -> bool:
@@ -123,6 +128,13 @@ class KernelConfig(BaseModel):
                     else "split_k > 1 (pointer-load kernels)" if self.split_k > 1 else "stream_k (a pointer-load kernel)")
             raise ValueError(f"warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
                              f"{runs} has none of them")
+        return self
+
+    @model_validator(mode="after")
+    def _check_ws_stages(self) -> "KernelConfig":
+        if self.warp_specialize and self.num_stages > WS_MAX_STAGES:
+            raise ValueError(f"warp_specialize with num_stages > {WS_MAX_STAGES} computes wrong results on Hopper "
+                             f"(Triton 3.6 left part of the output unwritten): use num_stages <= {WS_MAX_STAGES}")
         return self
 
     @model_validator(mode="after")

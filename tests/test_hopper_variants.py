@@ -186,3 +186,19 @@ def test_llm_reply_without_the_options_means_neither():
     assert why is None and not config.tma_options() and config.split_k == 1
     config, why = _check_item({**item, "num_warps": 4, "warp_specialize": True}, space)
     assert why is None and config.warp_specialize
+
+
+def test_warp_specialize_past_four_stages_is_refused():
+    """On the H100 (Triton 3.6) the warp-specialized TMA kernel at 5 stages left part of C
+    unwritten in every check: a user's config is refused with one clear error, and the
+    search space never proposes one (a model_copy skips KernelConfig's validators)."""
+    from conftest import gpu_space
+
+    ok = KernelConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4, variant="tma",
+                      warp_specialize=True)
+    with pytest.raises(ValueError, match="num_stages <= 4"):
+        KernelConfig(**{**ok.model_dump(), "num_stages": 5})
+    space = gpu_space()
+    assert space.why_invalid(ok) is None
+    assert "num_stages > 4" in space.why_invalid(ok.model_copy(update={"num_stages": 5}))
+    assert not any(c.warp_specialize and c.num_stages > 4 for c in space.configs())

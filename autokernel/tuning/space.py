@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import torch
 
 from autokernel import runtime
-from autokernel.config import KernelConfig, _cdiv, _next_pow2
+from autokernel.config import WS_MAX_STAGES, KernelConfig, _cdiv, _next_pow2
 from autokernel.problem import Problem
 
 # What each KernelConfig field may take while tuning on a GPU (a subset of what
@@ -202,6 +202,8 @@ def build_config(values: dict[str, Any]) -> KernelConfig | None:
         return None  # the pointer-load kernels have none of the TMA options
     if values["stream_k"] and values["split_k"] > 1:
         return None  # one way to split K at a time
+    if values["warp_specialize"] and values["num_stages"] > WS_MAX_STAGES:
+        return None  # wrong results measured
     return KernelConfig(**values)
 
 
@@ -222,6 +224,8 @@ def _why_not_tma_option(config: KernelConfig) -> str | None:
         return "warp_specialize with epilogue_subtile fails to compile (Triton 3.6's Hopper warp specialization)"
     if config.flatten:
         return "warp_specialize with flatten: Triton does not warp-specialize a flattened loop on Hopper"
+    if config.num_stages > WS_MAX_STAGES:  # a model_copy skips KernelConfig's own check
+        return f"warp_specialize with num_stages > {WS_MAX_STAGES} left part of C unwritten on the H100"
     # Compiled for sm_90 by Triton 3.9 (not checked with 3.6): below 64 rows it builds the
     # plain 4-warp kernel; 64x256 tiles fail in its warp-specialization pass.
     if config.block_m < 64:

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 from pydantic import BaseModel, ConfigDict, create_model
 
 from autokernel import runtime
-from autokernel.config import KernelConfig
+from autokernel.config import WS_MAX_STAGES, KernelConfig
 from autokernel.tuning.space import (
     _MAX_ACC_REGS, _MIN_USEFUL_TILE, _WS_CONSUMER_GROUPS, _WS_NUM_WARPS, PARAMS, SearchSpace, _next_pow2, config_key,
 )
@@ -126,7 +126,7 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
         lines.append("- warp_specialize true, epilogue_subtile 2 or flatten true only with variant \"tma\"; "
                      f"warp_specialize only with num_warps {_WS_NUM_WARPS} (the tile is then split over "
                      f"{_WS_CONSUMER_GROUPS} consumer warpgroups of num_warps warps each, beside a producer warpgroup), "
-                     "and neither with epilogue_subtile 2 nor with flatten")
+                     f"at most {WS_MAX_STAGES} num_stages, and neither with epilogue_subtile 2 nor with flatten")
     if space.gpu:
         lines.append(f"- block_m * block_n / (32 * num_warps * ({_WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
                      f"<= {_MAX_ACC_REGS} (fp32 accumulator registers per thread; beyond it the kernel spills)")
