@@ -237,3 +237,54 @@ def test_prior_tries_the_half_height_tile_where_waves_fill_poorly(m, n, k, wante
     # The SM count unknown (a replayed sweep): no wave rule.
     assert all(c.block_m != 64 for c in loop.prior_configs(problem, gpu_space(problem), None, device="x",
                                                            timing="gpu"))
+
+
+def test_the_half_height_tile_stands_beside_the_leaders(tmp_path):
+    """A first reading is taken alone, at the clock's phase of the moment: the half-height
+    tile the prior tried for a shape whose waves fill poorly is re-timed beside the leaders
+    even when its first reading ranks it past them, and wins where the race says so."""
+    from dataclasses import replace
+
+    from autokernel.evaluate import Trial
+    from autokernel.history import History, is_retimed, make_row
+    from autokernel.tuning.evaluator import mark_retimed
+    from conftest import gpu_space
+
+    problem = Problem(4096, 11008, 4096, "bfloat16", layout="nt")
+    space = replace(gpu_space(problem), programs=132)
+    seeds = loop.prior_configs(problem, space, None, device="H100", timing="gpu")
+    half = next(c for c in seeds if c.block_m == 64)
+    others = [seeds[0].model_copy(update={"group_m": g, "flatten": f}) for g in (8, 16) for f in (False, True)]
+    others += [seeds[0].model_copy(update={"num_stages": 4, "epilogue_subtile": 2})]
+    first = {**{space.canonical(c).to_json(): 0.55 + 0.002 * i for i, c in enumerate(others)},
+             half.to_json(): 0.58}  # alone, it read last
+    raced = {**{k: v + 0.02 for k, v in first.items()}, half.to_json(): 0.565}  # side by side, it leads
+    store = History(tmp_path / "h.csv")
+    for text, ms in first.items():
+        store.append(make_row("tune", problem, KernelConfig.from_json(text), status="success", run_id="r",
+                              device="H100", timing="gpu", ms=ms, gpu_ms=ms, name="triton"))
+
+    class Race:
+        def retime(self, problem, configs, on_trial=None):
+            for config in configs:
+                ms = raced[config.to_json()]
+                on_trial(mark_retimed(Trial(problem, config, "success", ms=ms, gpu_ms=ms, timing="gpu")))
+
+    def record(trial, new=True):
+        store.append(make_row("tune", problem, trial.config, status=trial.status, run_id="r2", device="H100",
+                              name="triton", **trial.history_fields()))
+
+    line, confirmed = loop._confirm_leaders(problem, space, store, Race(), record, device="H100", timing="gpu")
+    df = store.read()
+    retimed = {c for c, n in zip(df["config"], df["note"]) if is_retimed(n)}
+    assert half.to_json() in retimed and confirmed
+    assert f"winner {half.short()}" in line
+    # Without the wave rule (SM count unknown) it stays out: only the leaders and the default.
+    store2 = History(tmp_path / "h2.csv")
+    for text, ms in first.items():
+        store2.append(make_row("tune", problem, KernelConfig.from_json(text), status="success", run_id="r",
+                               device="H100", timing="gpu", ms=ms, gpu_ms=ms, name="triton"))
+    store = store2
+    loop._confirm_leaders(problem, gpu_space(problem), store2, Race(), record, device="H100", timing="gpu")
+    df = store2.read()
+    assert half.to_json() not in {c for c, n in zip(df["config"], df["note"]) if is_retimed(n)}
