@@ -230,7 +230,7 @@ def test_prior_tries_the_half_height_tile_where_waves_fill_poorly(m, n, k, wante
     if not wanted:
         assert half == []
         return
-    assert half == [KernelConfig(block_m=64, block_n=256, block_k=64, group_m=8, num_warps=4, num_stages=4,
+    assert half == [KernelConfig(block_m=64, block_n=256, block_k=64, group_m=16, num_warps=4, num_stages=4,
                                  variant="tma", flatten=True, epilogue_subtile=2)]
     assert seeds.index(half[0]) == 3  # after the default tile's three, before any history config
     assert space.contains(half[0])
