@@ -308,3 +308,19 @@ def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsy
     assert suite.race_gpu_ms(problem, rows) is None
     assert [t.gpu_ms for _, t, _ in rows] == [1.0, 2.0, None, 3.0]
     assert "side-by-side timing failed (RuntimeError: capture failed)" in capsys.readouterr().err
+
+
+def test_decode_ceiling_is_copy_bandwidth_over_cublas(results, tmp_path):
+    """The most a decode kernel can reach against cuBLAS: each problem's fewest bytes at the
+    measured copy bandwidth, over cuBLAS's time (GPU), geomean; M = 128 is no decode problem."""
+    from autokernel.report import decode_ceiling
+
+    res = group(read_results(results))
+    cublas_gbs = [(m * 4096 + 4096 * 4096 + m * 4096) * 2 / (t * 1e-3) / 1e9 for m, t in ((1, 0.020), (16, 0.030))]
+    value, count = decode_ceiling(res, COPY_GBS, "gpu")
+    assert count == 2 and value == pytest.approx(math.sqrt(COPY_GBS / cublas_gbs[0] * COPY_GBS / cublas_gbs[1]))
+    assert decode_ceiling(res, None, "gpu") is None
+    out = tmp_path / "B.md"
+    assert runner.invoke(app, ["report", str(results), "-o", str(out), "--no-plots"]).exit_code == 0
+    line = next(ln for ln in out.read_text().splitlines() if ln.startswith("Decode ceiling"))
+    assert f"{value:.3f}x cuBLAS" in line and f"{1.2 / value:.1%} of copy bandwidth" in line
