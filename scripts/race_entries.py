@@ -12,18 +12,22 @@ CUDA-graph times interleaved, timing.race):
   - the shipped config (what autokernel.matmul picks by itself for the problem),
   - its variants along flatten x epilogue_subtile x group_m in {8, 16} that the problem's
     search space takes,
-  - the half-height tile with its variants along the same fields, where the prior tries it,
+  - the half-height tile of the shipped tile with its variants along the same fields,
+    where its waves fill poorly (tuning.loop.half_height_tile),
 
 and times the torch baseline (cuBLAS, or eager addmm + activation) each round
-(evaluate_torch, event timer). Per config the median over the rounds. A problem's new
+(evaluate_torch, event timer). Per config the median over the rounds. A problem whose
+shipped config has no variant in its space (decode tiles on the pointer kernel with
+group_m folded to 1) is not raced. A problem's new
 entry is the fastest median by GPU time, kept only if it beats the shipped config's
 median by more than --min-gain (else the shipped entry stays as it was): the best of a
 dozen noisy medians is biased upward by about the spread of one, so a smaller lead is no
 evidence.
 
-Writes --out (one JSON line per problem: every config's readings and medians) and --best
-(the shipped file with the winning entries replaced: their ms, gpu_ms and the baseline's
-ms are this run's medians, and trials is the number of configs raced).
+Writes --out (one JSON line per problem: every config's readings and medians, the
+baseline's readings) and --best (the shipped file with the winning entries replaced:
+their ms and gpu_ms are this run's medians, torch_ms the baseline's fastest reading as
+export-best takes it, and trials the number of configs raced).
 
     source scripts/device_env.sh; export TRITON_INTERPRET=0
     python3 scripts/race_entries.py configs/shapes/fused.csv configs/shapes/llm.csv \\
@@ -39,35 +43,38 @@ import random
 import statistics
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIED = {"flatten": (False, True), "epilogue_subtile": (1, 2), "group_m": (8, 16)}
-"""The fields each base config is varied along (every combination the space takes)."""
+"""The fields each base config is varied along (every combination the space takes; group_m
+also keeps the base's own value)."""
 
 
 def candidates(problem, shipped, space) -> dict[tuple, tuple]:
-    """{config_key: (config, role)}: the shipped config, its VARIED variants, and the
-    half-height tile's, as the space writes them (space.canonical), each once."""
+    """{config_key: (config, role)}: the shipped config itself (always first, even where
+    the space would not propose it), its VARIED variants, and those of the half-height
+    tile derived from the shipped tile (tuning.loop.half_height_tile), as the space writes
+    them (space.canonical), each once."""
     from autokernel.tuning.loop import half_height_tile
     from autokernel.tuning.space import config_key
 
+    out: dict[tuple, tuple] = {config_key(shipped): (shipped, "shipped")}
     bases = [("shipped", shipped)]
     if shipped.variant == "tma" and (half := half_height_tile(problem, shipped, space.programs)) is not None:
         bases.append(("half-height", half))
-    out: dict[tuple, tuple] = {}
     for role, base in bases:
-        for combo in itertools.product(*VARIED.values()):
-            update = dict(zip(VARIED, combo))
+        choices = {**VARIED, "group_m": tuple(sorted({base.group_m, *VARIED["group_m"]}))}
+        for combo in itertools.product(*choices.values()):
+            update = dict(zip(choices, combo))
             if base.variant != "tma" and (update["flatten"] or update["epilogue_subtile"] != 1):
                 continue  # TMA options only
             config = space.canonical(base.model_copy(update=update))
-            if not space.contains(config):
+            if not space.contains(config) or config_key(config) in out:
                 continue
             changed = "".join(f"+{k}={getattr(config, k)}" for k in VARIED if getattr(config, k) != getattr(base, k))
-            key = config_key(config)
-            if key not in out or role == "shipped" and not changed:
-                out[key] = (config, role + changed)
+            out[config_key(config)] = (config, role + changed)
     return out
 
 
@@ -129,6 +136,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     print("\nproblem | shipped | its gpu µs | best raced | its gpu µs | shipped / best | kept")
     for problem, shipped, source, cands in plans:
+        if len(cands) < 2:
+            print(f"{problem.label()} | {shipped.short()} | nothing to race it against | | | | shipped", flush=True)
+            continue
         readings: dict[tuple, list[tuple[float, float]]] = {key: [] for key in cands}
         base_ms: list[float] = []
         for _ in range(args.rounds):
@@ -145,8 +155,7 @@ def main() -> int:
         med = {key: (statistics.median(g for g, _ in r), statistics.median(e for _, e in r))
                for key, r in readings.items() if len(r) == args.rounds}
         ship_key = config_key(shipped)
-        line = {"problem": problem.label(), "shipped": shipped.short(), "source": source,
-                "baseline_ms": statistics.median(base_ms) if base_ms else None,
+        line = {"problem": problem.label(), "shipped": shipped.short(), "source": source, "baseline_ms": base_ms,
                 "configs": {cands[k][0].short(): {"role": cands[k][1], "readings": readings[k],
                                                   "median_gpu_ms": med.get(k, (None,))[0],
                                                   "median_ms": med.get(k, (None, None))[1]} for k in cands}}
@@ -165,7 +174,7 @@ def main() -> int:
             continue
         key = (problem.m, problem.n, problem.k, problem.dtype, problem.activation, problem.bias, problem.layout)
         gpu_ms, ms = med[win]
-        torch_ms = statistics.median(base_ms) if base_ms else None
+        torch_ms = min(base_ms) if base_ms else None  # the fastest baseline reading, as export takes it
         entries[key] = best.BestEntry(
             M=problem.m, N=problem.n, K=problem.k, dtype=problem.dtype, activation=problem.activation,
             bias=problem.bias, layout=problem.layout, config=cands[win][0], ms=ms, gpu_ms=gpu_ms,
@@ -173,6 +182,7 @@ def main() -> int:
             speedup_vs_cublas=torch_ms / ms if torch_ms else None, trials=len(cands))
         changed += 1
     shipped_file.entries = list(entries.values())
+    shipped_file.generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     args.best.write_text(shipped_file.to_json())
     print(f"\n{changed} of {len(plans)} entries replaced; written to {args.best}")
     return 0

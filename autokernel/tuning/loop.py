@@ -291,7 +291,7 @@ def wave_fill(problem: Problem, block_m: int, block_n: int, programs: int) -> fl
     from autokernel.config import _cdiv
 
     tiles = _cdiv(problem.m, block_m) * _cdiv(problem.n, block_n)
-    return tiles / (_cdiv(tiles, programs) * programs)
+    return tiles / (_cdiv(tiles, programs) * programs) if tiles else 1.0  # no tiles: no empty slot
 
 
 def half_height_tile(problem: Problem, tma: KernelConfig, programs: int | None) -> KernelConfig | None:

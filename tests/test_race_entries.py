@@ -1,0 +1,61 @@
+"""scripts/race_entries.py's candidates: what it races against each shipped config (CPU)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from autokernel.config import KernelConfig
+from autokernel.problem import Problem
+from autokernel.tuning.space import GPU_CHOICES, SearchSpace, config_key
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def race():
+    spec = importlib.util.spec_from_file_location("race_entries", ROOT / "scripts" / "race_entries.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def space(problem: Problem) -> SearchSpace:
+    return SearchSpace(problem, dict(GPU_CHOICES), 232448, True, gpu=True, programs=132)
+
+
+def tma(**fields) -> KernelConfig:
+    return KernelConfig(**{"block_m": 128, "block_n": 256, "block_k": 64, "group_m": 8, "num_warps": 8,
+                           "num_stages": 3, "variant": "tma", **fields})
+
+
+def test_the_shipped_config_is_raced_whatever_its_group_m(race):
+    """A shipped group_m 1 on a problem of several tile-rows (2048³ took 128x256x64 g1):
+    it races beside its variants, not only the group_m 8 and 16 ones."""
+    problem = Problem(2048, 2048, 2048, "float16")
+    shipped = tma(group_m=1)
+    got = race.candidates(problem, shipped, space(problem))
+    assert got[config_key(shipped)] == (shipped, "shipped")
+    assert list(got)[0] == config_key(shipped)
+    assert {c.group_m for c, _ in got.values()} == {1, 8, 16}
+    assert {(c.flatten, c.epilogue_subtile) for c, _ in got.values()} == {(False, 1), (True, 1), (False, 2), (True, 2)}
+    assert all(space(problem).contains(c) for c, _ in got.values())
+
+
+def test_the_half_height_tile_is_raced_where_waves_fill_poorly(race):
+    problem = Problem(4096, 11008, 4096, "bfloat16", "gelu_tanh", True, "nt")
+    got = race.candidates(problem, tma(group_m=16, flatten=True), space(problem))
+    halves = [(c, role) for c, role in got.values() if c.block_m == 64]
+    assert halves and all(role.startswith("half-height") for _, role in halves)
+    assert tma(block_m=64, num_warps=4, num_stages=4, group_m=16, flatten=True, epilogue_subtile=2) in \
+        [c for c, _ in halves]
+    square = Problem(4096, 4096, 4096, "bfloat16", "relu", True, "nt")  # 128x256 tiles fill 0.97
+    assert all(c.block_m == 128 for c, _ in race.candidates(square, tma(), space(square)).values())
+
+
+def test_a_pointer_kernel_config_varies_group_m_only(race):
+    problem = Problem(64, 4096, 4096, "float16", layout="nt")
+    shipped = KernelConfig(block_m=64, block_n=64, block_k=128, group_m=8, num_warps=4, num_stages=4,
+                           variant="grouped")
+    got = race.candidates(problem, space(problem).canonical(shipped), space(problem))
+    assert len(got) == 1  # one tile-row: every group_m is the same launch, nothing to race
