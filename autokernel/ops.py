@@ -42,6 +42,12 @@ def linear_fwd(
 
 @linear_fwd.register_fake
 def _(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward):
+    # linear's checks, once while tracing (a compiled nn.Linear calls the op with none of
+    # linear's Python before it: docs/launch.md).
+    from autokernel.api import _check_linear_args, normalize_activation
+
+    _check_linear_args(x2d, weight, bias)
+    normalize_activation(activation)
     y = x2d.new_empty((x2d.shape[0], weight.shape[0]))
     keeps_z = for_backward and stores_preactivation(activation, slope)
     return y, (y.new_empty(y.shape) if keeps_z else y.new_empty((0,)))

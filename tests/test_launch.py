@@ -491,3 +491,33 @@ def test_default_stream_launches_ask_no_capture_state(gpu_stand_ins, monkeypatch
     launch(a, a)  # stream 5's cached prefix
     assert asked == [5, 5, 5] and scratch == [(1536, 0), (1536, 5), (1536, 5)]
     assert runner.calls[3][7].data_ptr() == 0x2000 and runner.calls[4][7] == runner.calls[5][7] == 0x3000
+
+
+def test_a_compiled_linear_traces_none_of_our_python(device):
+    """nn.Linear under torch.compile calls the registered op with its stored attributes:
+    no guard on autokernel.api's functions or globals (each one a check on every call of
+    the compiled model), its configs reach the op as JSON, and a bad input still gets
+    linear's message, from the op's fake implementation while tracing."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    torch.manual_seed(3)
+    layer = ak.nn.Linear(16, 8, activation="GELU").to(device)
+    assert layer.activation == "gelu"  # normalized when set, as the op expects it
+    layer.dx_config = ak.KernelConfig(**SMALL)
+    assert layer._configs_json == (None, layer.dx_config.to_json(), None)
+    with pytest.raises(TypeError, match="KernelConfig"):
+        layer.config = {"block_m": 16}
+    x = torch.randn(4, 16, device=device)
+    graphs = []
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, backend=_graph_recorder(graphs), fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), layer(x), atol=1e-6, rtol=1e-6)
+    assert layer.dx_config.to_json().replace('"', "'") in graphs[0] or layer.dx_config.to_json() in graphs[0]
+    codes = (torch._dynamo.external_utils.wrap_inline(lambda: 0).__code__, ak.nn.Linear.forward.__code__)
+    guards = "\n".join(str(e.guard_manager) for code in codes for e in _debug_get_cache_entry_list(code))
+    assert "TENSOR_MATCH" in guards  # the compiled layer's entry was found
+    assert "autokernel_dot_api" not in guards
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="features"):
+        torch.compile(ak.nn.Linear(12, 8).to(device), backend="aot_eager", fullgraph=True)(x)
