@@ -60,6 +60,12 @@ class Linear(torch.nn.Linear):
             texts = tuple(_config_str(getattr(self, n, None)) for n in _CONFIGS)
             super().__setattr__("_configs_json", None if texts == (None, None, None) else texts)
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        # A layer pickled by an autokernel before _configs_json existed: derive it.
+        if "_configs_json" not in self.__dict__:
+            self.config = self.__dict__.get("config")
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
             return self._traced_forward(input)

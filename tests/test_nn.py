@@ -149,3 +149,19 @@ def test_transformer_training_step_matches_torch():
 
 def test_nn_is_exported():
     assert autokernel.nn.Linear is Linear
+
+
+def test_a_pickled_layer_keeps_its_configs_for_compiled_forwards():
+    """The config JSON that a compiled forward hands the op survives pickling, and a layer
+    pickled before that attribute existed gets it on load."""
+    import pickle
+
+    layer = Linear(8, 4, activation="relu")
+    layer.config = autokernel.KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1)
+    again = pickle.loads(pickle.dumps(layer))
+    assert again._configs_json == (layer.config.to_json(), None, None) and again.config == layer.config
+    state = dict(layer.__dict__)
+    del state["_configs_json"]  # as an older autokernel pickled it
+    old = Linear.__new__(Linear)
+    old.__setstate__(state)
+    assert old._configs_json == (layer.config.to_json(), None, None)
