@@ -143,3 +143,15 @@ def _fresh_launch_cache():
     from autokernel import api
 
     api.clear_launch_cache()
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module (the scripts are no package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

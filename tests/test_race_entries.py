@@ -1,23 +1,15 @@
 """scripts/race_entries.py's candidates: what it races against each shipped config (CPU)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from conftest import load_script
 
 from autokernel.config import KernelConfig
 from autokernel.problem import Problem
 from autokernel.tuning.space import GPU_CHOICES, SearchSpace, config_key
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 @pytest.fixture(scope="module")
 def race():
-    spec = importlib.util.spec_from_file_location("race_entries", ROOT / "scripts" / "race_entries.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("race_entries")
 
 
 def space(problem: Problem) -> SearchSpace:

@@ -7,7 +7,6 @@ arithmetic and the rendering, and must never be committed as benchmark figures.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -20,7 +19,7 @@ from autokernel.cli import app
 from autokernel.evaluate import Trial
 from autokernel.problem import Problem
 from autokernel.report import build_report, evaluate_targets, group, read_results, result_row
-from conftest import one_error_line
+from conftest import load_script, one_error_line
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,10 +178,7 @@ def test_unwritable_output_is_one_line(results, tmp_path):
 # --- scripts/benchmark_suite.py under the interpreter -----------------------------------------
 
 def _suite_script():
-    spec = importlib.util.spec_from_file_location("benchmark_suite", ROOT / "scripts" / "benchmark_suite.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark_suite")
 
 
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU test: kernels run under the interpreter")

@@ -3,10 +3,10 @@ that the GPU judge races beside the sweep's fastest configs and the tuner's winn
 on the CPU in a space shaped as the H100's (the interpreter's space holds none of these
 options)."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from autokernel.config import KernelConfig
 from autokernel.problem import Problem
@@ -19,10 +19,7 @@ H100_SMS = 132
 
 @pytest.fixture(scope="module")
 def sbs():
-    spec = importlib.util.spec_from_file_location("tune_sbs", ROOT / "scripts" / "tune_sbs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tune_sbs")
 
 
 def h100_space(m: int, n: int, k: int, dtype: str = "float16") -> SearchSpace:
