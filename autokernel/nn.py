@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
-from autokernel.api import _config_str, linear, normalize_activation
+from autokernel.api import _check_config, _config_str, linear, normalize_activation
 from autokernel.config import KernelConfig
 
 _CONFIGS = ("config", "dx_config", "dw_config")
@@ -50,7 +50,7 @@ class Linear(torch.nn.Linear):
 
     def __setattr__(self, name: str, value) -> None:
         if name in _CONFIGS:
-            _config_str(value)  # TypeError unless a KernelConfig or None
+            _check_config(name, value)
         elif name == "activation":
             value = normalize_activation(value)
         elif name == "slope":
@@ -62,8 +62,11 @@ class Linear(torch.nn.Linear):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
-        # A layer pickled by an autokernel before _configs_json existed: derive it.
+        # A layer pickled by an autokernel before __setattr__ kept these: its activation
+        # may be unnormalized ("GELU", set by hand), and _configs_json is missing.
         if "_configs_json" not in self.__dict__:
+            self.activation = self.__dict__.get("activation")
+            self.slope = self.__dict__.get("slope", 0.01)
             self.config = self.__dict__.get("config")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -81,8 +84,11 @@ class Linear(torch.nn.Linear):
         compiled model checks (81 against torch's 44 on a one-block model, H100,
         docs/launch.md); the op's fake implementation checks the arguments instead, once,
         while tracing."""
+        if input.dim() == 0:  # before shape[-1]: linear's message, not an IndexError
+            raise ValueError(f"x must have at least 1 dimension, got shape {tuple(input.shape)}")
         flat = input.dim() == 2
-        x2d = input if flat else input.reshape(-1, input.shape[-1])
+        # An explicit M: -1 is ambiguous when K = 0.
+        x2d = input if flat else input.reshape(input.shape[:-1].numel(), input.shape[-1])
         weight, bias = self.weight, self.bias
         for_backward = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or
                                                     (bias is not None and bias.requires_grad))

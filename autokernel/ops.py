@@ -47,7 +47,8 @@ def _(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_ba
     from autokernel.api import _check_linear_args, normalize_activation
 
     _check_linear_args(x2d, weight, bias)
-    normalize_activation(activation)
+    if normalize_activation(activation) != activation:  # the kernels take the normalized name only
+        raise ValueError(f"activation {activation!r} must be given as {normalize_activation(activation)!r}")
     y = x2d.new_empty((x2d.shape[0], weight.shape[0]))
     keeps_z = for_backward and stores_preactivation(activation, slope)
     return y, (y.new_empty(y.shape) if keeps_z else y.new_empty((0,)))

@@ -165,3 +165,34 @@ def test_a_pickled_layer_keeps_its_configs_for_compiled_forwards():
     old = Linear.__new__(Linear)
     old.__setstate__(state)
     assert old._configs_json == (layer.config.to_json(), None, None)
+
+
+def test_compiled_linear_edges_match_eager():
+    """Under torch.compile: K = 0 with a batch of rows (-1 would be ambiguous), a 0-D input
+    gets linear's message, and an old pickle's unnormalized activation is normalized on load."""
+    import pickle
+
+    import warnings
+
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: "Initializing zero-element tensors is a no-op"
+        empty_k = Linear(0, 4)
+    x = torch.randn(2, 3, 0)
+    torch.testing.assert_close(torch.compile(empty_k, backend="aot_eager")(x), empty_k(x))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="at least 1 dimension"):
+        torch.compile(Linear(4, 2), backend="aot_eager")(torch.tensor(1.0))
+    with pytest.raises(TypeError, match="dx_config must be a KernelConfig"):
+        Linear(4, 2).dx_config = {"block_m": 16}
+    layer = Linear(8, 4, activation="gelu")
+    state = dict(layer.__dict__)
+    del state["_configs_json"]
+    state["activation"] = "GELU"  # set by hand under an older autokernel, stored as given
+    old = Linear.__new__(Linear)
+    old.__setstate__(pickle.loads(pickle.dumps(state)))
+    assert old.activation == "gelu"
+    torch._dynamo.reset()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(old, backend="aot_eager")(x), layer(x))
