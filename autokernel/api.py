@@ -437,11 +437,8 @@ def _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_con
     from autokernel import ops
 
     _check_linear_args(x, weight, bias)
-    act = normalize_activation(activation)
-    x2d = x.reshape(x.shape[:-1].numel(), x.shape[-1])
-    y = ops.linear2d(x2d, weight, bias, act, float(slope),
-                     _config_str(config), _config_str(dx_config), _config_str(dw_config))
-    return y.reshape(*x.shape[:-1], weight.shape[0])
+    return ops.linear_nd(x, weight, bias, normalize_activation(activation), float(slope),
+                         _config_str(config), _config_str(dx_config), _config_str(dw_config))
 
 
 def _traced_matmul(a, b, bias, activation, slope, config, out):

@@ -102,9 +102,15 @@ def _backward(ctx, grad_y, grad_z):
 linear_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
-def linear2d(x2d, weight, bias, activation: str, slope: float, config, dx_config, dw_config) -> torch.Tensor:
-    """Y = act(x2d @ weight.T + bias) through the registered op (configs as strings).
-    Z is stored only where backward can run: grad mode and requires_grad are known (and
-    guarded on) when dynamo traces this, so inference graphs skip Z's allocation and store."""
-    for_backward = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x2d, weight, bias))
-    return linear_fwd(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward)[0]
+def linear_nd(x, weight, bias, activation: str, slope: float, config, dx_config, dw_config) -> torch.Tensor:
+    """Y = act(x @ weight.T + bias) for x of any number of dimensions (>= 1) through the
+    registered op, arguments as the op takes them (activation normalized, configs as JSON
+    strings): what traced code calls, api.linear's and nn.Linear's. Z is stored only where
+    backward can run: grad mode and requires_grad are known (and guarded on) when dynamo
+    traces this, so inference graphs skip Z's allocation and store."""
+    flat = x.dim() == 2
+    x2d = x if flat else x.reshape(x.shape[:-1].numel(), x.shape[-1])  # an explicit M: -1 is ambiguous when K = 0
+    for_backward = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or
+                                                (bias is not None and bias.requires_grad))
+    y = linear_fwd(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward)[0]
+    return y if flat else y.reshape(*x.shape[:-1], weight.shape[0])
