@@ -226,13 +226,14 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     confirm; confirmed False when the leader was left unconfirmed or nothing succeeded."""
     from autokernel.history import is_retimed
 
-    default = config_key(space.canonical(space_default(problem, space)))  # as prior_configs tried it
+    tried = space_default(problem, space)
+    default = config_key(space.canonical(tried))  # as prior_configs tried it
     # The configs tried for a reason other than a first reading stand beside the leaders
     # where they were tried: the default, and the half-height tile of a shape whose waves
     # fill poorly. A first reading is taken alone, at whatever phase the clock is in: on the
     # H100 the half-height tile of 4096x11008x4096, 1-2 % ahead of the 128x256 tiles when
     # raced, read 4 % behind them alone and missed the leaders (docs/tuning.md).
-    standing = {default} | {config_key(space.canonical(c)) for c in _wave_priors(problem, space)}
+    standing = {default} | {config_key(space.canonical(c)) for c in _wave_priors(problem, space, tried)}
     confirmed: set[tuple] = set()
     first: dict[tuple, float] = {}
 
@@ -318,13 +319,10 @@ def half_height_tile(problem: Problem, tma: KernelConfig, programs: int | None) 
                                   "num_stages": tma.num_stages + 1, "flatten": True, "epilogue_subtile": 2})
 
 
-def _wave_priors(problem: Problem, space: SearchSpace) -> list[KernelConfig]:
-    """The half-height tile of the default tile on the TMA kernel, where the prior tries
-    it (half_height_tile), as a list of none or one."""
-    if not space.tma:
-        return []
-    default = space_default(problem, space)
-    if default.variant not in ("tma", "grouped"):
+def _wave_priors(problem: Problem, space: SearchSpace, default: KernelConfig) -> list[KernelConfig]:
+    """The half-height tile of ``default`` (space_default's) on the TMA kernel, where the
+    prior tries it (half_height_tile), as a list of none or one."""
+    if not space.tma or default.variant not in ("tma", "grouped"):
         return []
     half = half_height_tile(problem, default.model_copy(update={"variant": "tma"}), space.programs)
     return [] if half is None else [half]
@@ -372,7 +370,7 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
         # config of 3 of issue 7's 4 shapes was flattened (docs/tuning.md).
         tma = base[0] if default.variant == "tma" else base[1]
         base.append(tma.model_copy(update={"flatten": True}))
-        base.extend(_wave_priors(problem, space))
+        base.extend(_wave_priors(problem, space, default))
     out: list[KernelConfig] = []
 
     def add(config: KernelConfig) -> bool:
