@@ -4,18 +4,18 @@ tma: the TMA launch against the grouped one at 256^3 fp16 (host time per call, i
    rounds), what the CUDA-graph-capture query costs, how often a launch asks it (stream 0
    and a side stream), and the TMA kernel's results under CUDA-graph capture.
 compile: Sequential(n x [Linear 256->1024, GELU, Linear 1024->256]) fp16, x [256, 256], no
-   grad, compiled with mode="reduce-overhead": torch's model, ours (autokernel.nn.Linear)
-   and ours with a forward that calls the registered op directly ("ours, op direct": what
-   ours would cost with none of our Python traced, so with fewer dynamo guards). For each:
-   cudagraph skips, graph breaks, cudagraph-tree nodes with their inputs (static, copied)
-   and outputs, dynamo guards, the kernel each of our plans took; then wall time per call
-   (interleaved rounds, median), GPU time per call (calls queued behind a sleep kernel,
-   CUDA events; and the recorded graphs replayed alone), the GPU kernels of one call
-   (torch.profiler), a CPU table of one replayed call, and cProfile's per-call difference
-   between ours and torch's by function.
+   grad: torch's model and ours (autokernel.nn.Linear), each compiled under the same
+   settings (VARIANTS: reduce-overhead, with fullgraph, with cudagraph trees off, with the
+   input at a static address), each variant in a frame of its own (_own_frame). For each:
+   cudagraph skips, graph breaks, dynamo guards, cudagraph-tree nodes with their inputs
+   (static, copied) and outputs, the kernel each of our plans took; then wall time per
+   call (interleaved rounds, median), GPU time per call (calls queued behind a sleep
+   kernel, CUDA events; and the recorded graphs replayed alone), the GPU kernels of one
+   call (torch.profiler), and cProfile's per-call difference between ours and torch's by
+   function.
 
 Run on the device: source scripts/device_env.sh; python3 scripts/reduce_overhead_probe.py
-[--sections tma,compile] [--blocks 1,4] [--rounds 15]. Every line is tagged with its
+[--sections tma,compile] [--blocks 1,2,4] [--variants RO,...] [--rounds 15]. Every line is tagged with its
 section; a broken part prints its traceback and the rest goes on. --dry-run runs the
 flow on the CPU (interpreter, small layers, aot_eager instead of reduce-overhead) to
 check the script itself, not to measure.
@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 import traceback
+import types
 
 import torch
 
@@ -213,28 +214,6 @@ def _check_tma_under_capture(tma) -> None:
 # ---- compile: reduce-overhead, ours against torch's ----
 
 
-class _OpDirectLinear(ak.nn.Linear):
-    """autokernel.nn.Linear whose forward calls the registered op directly (x 2-D, no
-    configs): the traced call with none of our Python in it, so without the guards that
-    tracing it adds (our functions' code objects, the dtype and activation tuples)."""
-
-    def forward(self, x):
-        return torch.ops.autokernel.linear_fwd(x, self.weight, self.bias, self.activation, self.slope,
-                                               None, None, None, False)[0]
-
-
-def _op_direct(model):
-    import copy
-
-    import autokernel.ops  # noqa: F401  (registers torch.ops.autokernel.*)
-
-    twin = torch.nn.Sequential(*[copy.copy(m) for m in model])
-    for m in twin:
-        if type(m) is ak.nn.Linear:
-            m.__class__ = _OpDirectLinear
-    return twin
-
-
 class SkipRecorder:
     """Every 'skipping cudagraphs ...' message, wherever inductor logs one."""
 
@@ -321,26 +300,19 @@ def _describe_nodes(tag, name, manager, function_ids):
                  f"rerecord_if_static_inputs_change {getattr(node, 'rerecord_if_static_inputs_change', '?')}")
 
 
-def _guards(tag, names_by_marker):
-    """Dynamo's cache entries on the code torch.compile(module) runs (wrap_inline's frame,
-    shared by every compiled module): guard count per entry, named by what it guards."""
-    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
-    code = torch._dynamo.external_utils.wrap_inline(lambda: 0).__code__
-    entries = _debug_get_cache_entry_list(code)
-    say(tag, f"dynamo cache entries on torch.compile(module)'s frame: {len(entries)} (checked in order until one "
-             "passes)")
-    for i, entry in enumerate(entries):
-        text = str(entry.guard_manager)
-        name = next((n for marker, n in names_by_marker if marker in text), "torch's")
-        lines = [ln for ln in text.splitlines() if "+- " in ln]
+def _guard_summary(entries) -> str:
+    """Dynamo's cache entries on one variant's frame: how many, and each one's guards by kind."""
+    out = []
+    for entry in entries:
+        lines = [ln for ln in str(entry.guard_manager).splitlines() if "+- " in ln]
         guards = [ln for ln in lines if "GuardManager" not in ln and "KeyValueManager" not in ln]
         kinds = {}
         for ln in guards:
             kind = ln.split("+- ")[1].split(":")[0].strip()
             kinds[kind] = kinds.get(kind, 0) + 1
-        top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:8])
-        say(tag, f"  entry {i} ({name}): {len(guards)} guards ({top})")
+        top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:6])
+        out.append(f"{len(guards)} guards ({top})")
+    return f"cache entries {len(entries)}: " + "; ".join(out)
 
 
 def _plan_kernels(tag):
@@ -443,67 +415,111 @@ def _cprofile_diff(tag, a_name, a, b_name, b, top=16):
                  + ("; ".join(f"{_short(c)} x{per:.1f}" for c, per in callers[:8]) or "-"))
 
 
-def section_compile(blocks_list, rounds: int, mode: str | None, dry_run: bool) -> None:
+def _call_model(x):
+    return model(x)  # noqa: F821  (a global of each clone's namespace: _own_frame)
+
+
+def _own_frame(model, name: str):
+    """``x -> model(x)`` as a function with a code object of its own. torch.compile(module)
+    compiles the frame of dynamo's wrap_inline, whose code every compiled module shares
+    (torch 2.11 wraps an exec'd function there too), so the cache entries of all variants
+    would sit on one list, checked newest first: the oldest variant paid for failing the
+    others' guards on every call. A clone of _call_model's code, renamed, is a code object
+    of its own with a source file, so each variant has one entry, as a program with one
+    compiled model does."""
+    label = "call_" + "".join(c if c.isalnum() else "_" for c in name)
+    code = _call_model.__code__.replace(co_name=label, co_qualname=label)
+    return types.FunctionType(code, {"model": model, "__builtins__": __builtins__}, label)
+
+
+# name -> (which model, torch.compile keywords, input marked static). "RO" is
+# mode="reduce-overhead" with fullgraph off for both models (neither has a graph break);
+# fullgraph=True costs every call a few set-and-restore steps of dynamo state, the same
+# for both, and ours alone was measured that way before session 7. The others are
+# settings a user can pick when the tree's per-call host time is what they pay for.
+VARIANTS = {
+    "RO": (dict(mode="reduce-overhead"), False),
+    "RO fullgraph": (dict(mode="reduce-overhead", fullgraph=True), False),
+    "RO trees off": (dict(options={"triton.cudagraphs": True, "triton.cudagraph_trees": False}), False),
+    "RO static x": (dict(mode="reduce-overhead"), True),
+    "RO trees off + static x": (dict(options={"triton.cudagraphs": True, "triton.cudagraph_trees": False}), True),
+}
+
+
+def section_compile(blocks_list, rounds: int, variants: list[str], dry_run: bool) -> None:
     import torch._dynamo
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     recorder = SkipRecorder()
     dims = dict(d=32, ffn=64) if dry_run else {}
     for blocks in blocks_list:
         tag = f"compile {blocks}blk"
-        if blocks > 1 and time.perf_counter() - T0 > 100:
-            say(tag, "skipped: over 100 s already (the probe must stay under 3 minutes)")
+        if blocks > 1 and time.perf_counter() - T0 > 200:
+            say(tag, "skipped: over 200 s already")
             continue
         torch._dynamo.reset()
         api.clear_launch_cache()
         ref, ours = lo._models(blocks, **dims)
-        direct = _op_direct(ours)
         rows = min(dims.get("d", 256), 256)
         x = torch.randn(rows, dims.get("d", 256), device=lo.DEV, dtype=ref[0].weight.dtype)
-        compiled, fids = {}, {}
+        x_static = x.clone()
+        torch._dynamo.mark_static_address(x_static)
+        compiled, fids, inputs = {}, {}, {}
         with torch.no_grad():
             expect = ref(x)
             eager = {"torch eager": ref, "ours eager": ours}
             for name, model in eager.items():
                 model(x)
             manager_ids = set()
-            for name, model, full in (("torch RO", ref, False), ("ours RO", ours, True),
-                                      ("ours RO, op direct", direct, True)):
-                before = _counters_snapshot()
-                recorder.take()
-                cmodel = (torch.compile(model, backend="aot_eager", fullgraph=full) if dry_run
-                          else torch.compile(model, mode=mode, fullgraph=full))
-                t = time.perf_counter()
-                for _ in range(5):  # warm-up, record, replay
-                    y = cmodel(x)
-                if CUDA:
-                    torch.cuda.synchronize()
-                compiled[name] = cmodel
-                skips = recorder.take()
-                say(tag, f"{name}: compiled + 5 calls in {time.perf_counter() - t:.1f} s; rel err vs torch eager "
-                         f"{lo.rel(y, expect):.2e}; counters: {_counter_delta(before, _counters_snapshot())}; "
-                         f"cudagraph skips: {skips or 'none'}")
-                del y  # a live output of the tree's pool would change which paths it takes later
-                if CUDA and mode == "reduce-overhead":
-                    def describe(name=name):
-                        manager = _tree_manager()
-                        ids = set(getattr(manager, "ids_to_funcs", {})) - manager_ids
-                        manager_ids.update(ids)
-                        _describe_nodes(tag, name, manager, ids)
-                        return ids
-                    fids[name] = guarded(tag, describe) or set()
+            for variant in variants:
+                kwargs, static = VARIANTS[variant]
+                if dry_run:
+                    kwargs = dict(backend="aot_eager", fullgraph=kwargs.get("fullgraph", False))
+                for who, model in (("torch", ref), ("ours", ours)):
+                    name = f"{who} {variant}"
+                    xin = x_static if static else x
+                    before = _counters_snapshot()
+                    recorder.take()
+                    cmodel = torch.compile(_own_frame(model, name), **kwargs)
+                    t = time.perf_counter()
+                    for _ in range(5):  # warm-up, record, replay
+                        y = cmodel(xin)
+                    if CUDA:
+                        torch.cuda.synchronize()
+                    compiled[name], inputs[name] = cmodel, xin
+                    skips = recorder.take()
+                    entries = _debug_get_cache_entry_list(cmodel._torchdynamo_orig_callable.__code__)
+                    say(tag, f"{name}: compiled + 5 calls in {time.perf_counter() - t:.1f} s; rel err vs torch eager "
+                             f"{lo.rel(y, expect):.2e}; counters: {_counter_delta(before, _counters_snapshot())}; "
+                             f"cudagraph skips: {skips or 'none'}; {_guard_summary(entries)}")
+                    del y  # a live output of the tree's pool would change which paths it takes later
+                    if CUDA and not dry_run:
+                        def describe(name=name):
+                            manager = _tree_manager()
+                            ids = set(getattr(manager, "ids_to_funcs", {})) - manager_ids
+                            manager_ids.update(ids)
+                            if ids:
+                                _describe_nodes(tag, name, manager, ids)
+                            return ids
+                        fids[name] = guarded(tag, describe) or set()
             _plan_kernels(tag)
-            guarded(tag, _guards, tag, [("_OpDirectLinear", "ours, op direct"), ("autokernel", "ours")])
             import torch._inductor.config as inductor_config
 
             say(tag, f"graph partition (torch._inductor.config.graph_partition): "
                      f"{getattr(inductor_config, 'graph_partition', 'n/a')}")
-            fns = {name: (lambda m=m: m(x)) for name, m in {**eager, **compiled}.items()}
+            fns = {name: (lambda m=m: m(x)) for name, m in eager.items()}
+            fns.update({name: (lambda m=m, xin=inputs[name]: m(xin)) for name, m in compiled.items()})
             times = interleaved(fns, rounds, 200 if CUDA else 20)
             report_rounds(tag, times, "torch RO")
-            say(tag, "VERDICT-INPUT ours RO / torch RO: "
-                     f"{statistics.median(p / q for p, q in zip(times['ours RO'], times['torch RO'])):.3f}x; "
-                     f"ours RO / ours eager: "
-                     f"{statistics.median(p / q for p, q in zip(times['ours RO'], times['ours eager'])):.3f}x")
+
+            def ratio(a, b):
+                return statistics.median(p / q for p, q in zip(times[a], times[b]))
+
+            say(tag, "VERDICT-INPUT ours RO / torch RO: " + f"{ratio('ours RO', 'torch RO'):.3f}x; "
+                     + "; ".join(f"ours {v} / torch {v}: {ratio('ours ' + v, 'torch ' + v):.3f}x"
+                                 for v in variants if v != "RO")
+                     + "; " + "; ".join(f"{who} {v} / {who} eager: {ratio(f'{who} {v}', f'{who} eager'):.3f}x"
+                                        for who in ("ours", "torch") for v in variants))
             gc.collect()
             gc.disable()
             try:
@@ -516,7 +532,7 @@ def section_compile(blocks_list, rounds: int, mode: str | None, dry_run: bool) -
                 for name in compiled:
                     def gpu(name=name):
                         per_call, queued = _gpu_us_queued(fns[name])
-                        nodes = _nodes_of(_tree_manager(), fids[name]) if name in fids else []
+                        nodes = _nodes_of(_tree_manager(), fids[name]) if fids.get(name) else []
                         graph_us, g_queued = _graphs_replayed_us(nodes) if nodes else (None, False)
                         k, busy, names, _ = _kernels_per_call(fns[name])
                         say(tag, f"{name}: GPU per call {per_call:.2f} us (calls queued behind a sleep: {queued}); "
@@ -525,32 +541,26 @@ def section_compile(blocks_list, rounds: int, mode: str | None, dry_run: bool) -
                         say(tag, f"  kernels of {name}: " + "; ".join(f"{n} x{c / 10:.1f}" for n, c in names.items()))
                     guarded(tag, gpu)
             if blocks == blocks_list[0]:
-                for name in compiled:
-                    def table(name=name):
-                        from torch.profiler import ProfilerActivity, profile
-
-                        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-                        with profile(activities=acts) as prof:
-                            for _ in range(10):
-                                fns[name]()
-                            if CUDA:
-                                torch.cuda.synchronize()
-                        say(tag, f"torch.profiler, {name}, 10 replayed calls (CPU side, by self CPU time):\n"
-                                 + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14,
-                                                             max_name_column_width=55))
-                    guarded(tag, table)
                 n = 300 if CUDA else 30
-                profiles = {name: _cprofile(fns[name], n) for name in ("torch RO", "ours RO", "ours RO, op direct")}
+                profiles = {name: _cprofile(fns[name], n) for name in ("torch RO", "ours RO")}
                 guarded(tag, _cprofile_diff, tag, "torch RO", profiles["torch RO"], "ours RO", profiles["ours RO"])
-                guarded(tag, _cprofile_diff, tag, "ours RO", profiles["ours RO"], "op direct",
-                        profiles["ours RO, op direct"], 8)
+
+
+def _variants(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+    return ["RO"] + [v for v in names if v != "RO"]
 
 
 def main():
     sections = ("tma", "compile")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default=",".join(sections))
-    parser.add_argument("--blocks", default="1,4")
+    parser.add_argument("--blocks", default="1,2,4")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"compile settings, each for torch's model and ours (RO first): {', '.join(VARIANTS)}")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--dry-run", action="store_true", help="CPU, interpreter, aot_eager: checks the script only")
     args = parser.parse_args()
@@ -567,7 +577,7 @@ def main():
             guarded("tma", section_tma, args.rounds)
         elif name == "compile":
             guarded("compile", section_compile, [int(b) for b in args.blocks.split(",")], args.rounds,
-                    "reduce-overhead", args.dry_run)
+                    _variants(args.variants), args.dry_run)
         else:
             sys.exit(f"unknown section {name!r}; known: {', '.join(sections)}")
     say("env", "done")
