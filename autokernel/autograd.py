@@ -38,7 +38,8 @@ def linear_forward(x2d, weight, bias, activation: str, slope: float, config: Ker
                    for_backward: bool = True):
     """(Y, Z) for [M, K] x2d, arguments already checked: Z is the pre-activation when
     backward will run (``for_backward``) and needs it, else None."""
-    return _forward_plan(x2d, weight, bias, activation, slope, config, for_backward).run(x2d, weight.t(), bias)
+    # weight for weight.t(): see api.linear
+    return _forward_plan(x2d, weight, bias, activation, slope, config, for_backward).run(x2d, weight, bias)
 
 
 def _forward_plan(x2d, weight, bias, activation: str, slope: float, config: KernelConfig | None,
@@ -149,7 +150,7 @@ class LinearFunction(torch.autograd.Function):
         plan = entry.train
         if plan is None:
             plan = entry.train = _forward_plan(x2d, weight, bias, entry.act, entry.slope, entry.config)
-        y, z = plan.run(x2d, weight.t(), bias)
+        y, z = plan.run(x2d, weight, bias)  # weight for weight.t(): see api.linear
         if entry.act == "none":
             saved = None
         elif z is None:

@@ -49,6 +49,28 @@ def test_cached_calls_equal_the_checked_path(device, builds):
     assert builds["plans"] == 3  # the first call and one per clear, none for cached calls
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "offset"])
+def test_cached_linear_reads_weight_of_any_layout(device, builds, layout):
+    # linear's cached call hands the launch weight in place of weight.t() (the two share
+    # a data pointer; the plan fixed weight.t()'s strides): right for a weight that is a
+    # transposed view or starts past its storage's first element, call after call.
+    def weight(seed):
+        if layout == "transposed":
+            return _rand(19, 21, seed=seed).to(device).t()  # [21, 19], strides (1, 21)
+        if layout == "offset":
+            return _rand(23, 19, seed=seed).to(device)[2:]  # [21, 19], storage offset 38
+        return _rand(21, 19, seed=seed).to(device)
+
+    bias = _rand(21, seed=9).to(device)
+    for seed in (1, 2, 3):  # fresh data each call, one layout: the plan is built once
+        x, w = _rand(3, 5, 19, seed=seed).to(device), weight(seed + 10)
+        y = ak.linear(x, w, bias, "silu")
+        ref = torch.nn.functional.silu(torch.nn.functional.linear(x.float(), w.float(), bias.float()))
+        assert y.shape == (3, 5, 21)
+        assert rel_error(y, ref) < 1e-2
+    assert builds["plans"] == 1
+
+
 def test_a_new_stride_dtype_config_or_activation_misses(device, builds):
     # Each change below keeps every other part of the key: a key that left one out
     # would reuse the old plan, whose strides / dtype / epilogue give wrong numbers.
