@@ -18,6 +18,7 @@ from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.problem import Problem, fresh_seed
 from autokernel.timing import (
     GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, race, tflops, time_fn, timing_label,
+    wall_race,
 )
 
 # The pass criterion: relative error and allclose, both at 1e-2 (the seeds' criterion).
@@ -149,7 +150,9 @@ class Trial:
     ``kernel`` is "triton" or one of TORCH_KERNELS; ``config`` is None for torch. Times in
     milliseconds (median, 20th and 80th percentile), ``tflops`` in 10^12 FLOP/s; ``timing``
     is "gpu" or "interpreter". ``gpu_ms`` is the GPU time per call without host launch
-    cost (CUDA-graph replay), where measured; tuning ranks by it. ``note`` is free text
+    cost (CUDA-graph replay), where measured; tuning ranks by it. ``wall_ms`` is the time
+    per call of calls made back to back, host included (timing.wall_race), where measured
+    (bench): above gpu_ms, the call is host-bound. ``note`` is free text
     (an LLM's rationale, "re-timed"). On failure ``status`` says which kind and ``error`` why.
     """
 
@@ -167,6 +170,7 @@ class Trial:
     error: str | None = None
     gpu_ms: float | None = None
     note: str | None = None
+    wall_ms: float | None = None
 
     @property
     def rank_ms(self) -> float | None:
@@ -388,18 +392,35 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
     return True
 
 
+def wall_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEAKY_SLOPE) -> bool:
+    """Give the successful forward trials of ``problem`` their wall_ms, calls back to back
+    with the host's launch path included, from one side-by-side reading (timing.wall_race)
+    of the calls race_trials times, ours allocating its output as torch's do, in place. False, with nothing changed, where fewer than
+    two qualify or there is no GPU; an error propagates, the trials unchanged."""
+    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
+    if timing_label() != GPU or len(timed) < 2:
+        return False
+    times = wall_race([race_call(problem, t.kernel, t.config, slope=slope, out=False) for t in timed])
+    for trial, ms in zip(timed, times):
+        trial.wall_ms = ms
+    return True
+
+
 def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | None = None, *,
-              seed: int | None = None, slope: float = LEAKY_SLOPE) -> Callable[[], object]:
+              seed: int | None = None, slope: float = LEAKY_SLOPE, out: bool = True) -> Callable[[], object]:
     """One implementation of ``problem`` as a call with no arguments for timing.race: our
     kernel with ``config`` (kernel "triton") or a torch baseline (TORCH_KERNELS), each call
-    on the next of the input sets the CUDA-graph timer would rotate through (GRAPH_INPUT_SETS)."""
+    on the next of the input sets the CUDA-graph timer would rotate through (GRAPH_INPUT_SETS).
+    Ours writes into its set's output buffer; with ``out=False`` it allocates its result
+    per call, as torch's baselines do and a user's call would (wall_trials: the host's
+    part of a call, where matmul's ``out=`` adds a memory-overlap check per call)."""
     if kernel == "triton":
         sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
         cycle = itertools.cycle(sets)
 
         def ours() -> None:
-            a, b, bias, out = next(cycle)
-            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
+            a, b, bias, buffer = next(cycle)
+            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=buffer if out else None)
 
         return ours
     fn = torch_function(problem, kernel, slope=slope)

@@ -9,6 +9,8 @@ are never compared with GPU timings.
 ``gpu_time`` is the other reading of one function, for ranking: the GPU time per call
 without the host's launch cost, from many calls replayed in one CUDA graph. ``race``
 takes that reading of several functions at once, interleaved, for a side-by-side verdict.
+``wall_race`` takes the third: time per call of calls made back to back from Python, host
+and GPU together, as a program's loop sees it; above the GPU time, a call is host-bound.
 """
 
 from __future__ import annotations
@@ -242,6 +244,49 @@ def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
     torch.cuda.synchronize()
     return [sum(marks[r][i][0].elapsed_time(marks[r][i][1]) for r in range(rounds)) / (rounds * calls[i])
             for i in range(k)]
+
+
+WALL_ROUNDS = 11
+WALL_SEGMENT_MS = 10.0
+
+
+def wall_race(fns: Sequence[Callable[[], Any]], *, rounds: int = WALL_ROUNDS,
+              segment_ms: float = WALL_SEGMENT_MS) -> list[float]:
+    """Milliseconds per call of each of ``fns`` called back to back from Python: the host's
+    launch path and the GPU together, no CUDA graph, no flush, no synchronization between
+    calls (CUDA GPU only). Where the host takes longer per call than the GPU, the GPU
+    waits and this exceeds the call's GPU time (race): the call is host-bound.
+
+    Each round times, per function and starting one function later each round, as many
+    calls as fill about ``segment_ms`` between two synchronizations (the last call's GPU
+    tail and the synchronization, a few µs, spread over them); a function's figure is its
+    median over ``rounds`` rounds, so a stall of the host in one round does not move it.
+    Exceptions from a function propagate."""
+    if runtime.INTERPRETER:
+        raise RuntimeError("wall_race needs a CUDA GPU; under the interpreter use time_fn")
+    counts = []
+    for fn in fns:
+        fn()  # compile, allocate, warm
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(8):
+            fn()
+        torch.cuda.synchronize()
+        per_call_ms = max((time.perf_counter() - t) * 1e3 / 8, 1e-4)
+        counts.append(max(8, min(5000, math.ceil(segment_ms / per_call_ms))))
+    k = len(fns)
+    per_round = [[0.0] * rounds for _ in range(k)]
+    for r in range(rounds):
+        for j in range(k):
+            i = (r + j) % k
+            fn, n = fns[i], counts[i]
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+            per_round[i][r] = (time.perf_counter() - t) * 1e3 / n
+    return [sorted(times)[rounds // 2] for times in per_round]
 
 
 def tflops(flops: int, ms: float | None) -> float | None:

@@ -59,17 +59,26 @@ def test_gpu_time_side_by_side_in_table_json_csv_and_history(hist, tmp_path, mon
             t.gpu_ms = ms
         return True
 
+    def wall_trials(problem, trials):
+        for t, ms in zip(trials, (0.03, 0.0105)):  # torch's call host-bound, ours within 10 % of its GPU time
+            t.wall_ms = ms
+        return True
+
     monkeypatch.setattr(ev, "race_trials", race_trials)
+    monkeypatch.setattr(ev, "wall_trials", wall_trials)
     table = tmp_path / "run.csv"
     result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1", "--csv", str(table)])
     assert result.exit_code == 0, result.output
     (r,) = json.loads(result.stdout)
     assert raced == [["torch", "triton"]]
     assert r["torch"]["gpu_ms"] == 0.02 and r["triton"]["gpu_ms"] == 0.01 and r["gpu_speedup"] == pytest.approx(2.0)
-    assert next(csv.DictReader(table.open()))["gpu_speedup"] == "2.0"
+    assert r["torch"]["wall_ms"] == 0.03 and r["triton"]["wall_ms"] == 0.0105
+    row = next(csv.DictReader(table.open()))
+    assert row["gpu_speedup"] == "2.0" and row["torch_wall_ms"] == "0.03" and row["triton_host_bound"] == "False"
     assert History(hist).read()["gpu_ms"].tolist() == [0.02, 0.01]
     shown = runner.invoke(app, ["bench", "--interpret", "-s", "16", "--repeat", "1"])
     assert "20.0 / 10.0" in shown.stdout and "2.00x" in shown.stdout
+    assert "30.0* / 10.5" in shown.stdout and "host-bound" in shown.stdout  # torch's marked, ours not
 
     def broken(problem, trials):
         raise RuntimeError("capture failed")
@@ -78,6 +87,12 @@ def test_gpu_time_side_by_side_in_table_json_csv_and_history(hist, tmp_path, mon
     result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1"])
     assert result.exit_code == 0 and json.loads(result.stdout)[0]["gpu_speedup"] is None
     assert "16x16x16 float16: GPU time not measured (RuntimeError: capture failed)" in result.stderr
+    assert json.loads(result.stdout)[0]["triton"]["wall_ms"] == 0.0105  # the other reading stands
+
+    monkeypatch.setattr(ev, "wall_trials", broken)
+    result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["triton"]["wall_ms"] is None
+    assert "16x16x16 float16: wall time per call not measured (RuntimeError: capture failed)" in result.stderr
 
 
 def test_bias_activation_and_config(hist):

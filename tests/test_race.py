@@ -26,6 +26,43 @@ def test_race_needs_a_gpu():
 
 
 @on_cpu
+def test_wall_race_needs_a_gpu():
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        timing.wall_race([lambda: None])
+
+
+def test_wall_race_reads_host_time_per_call_side_by_side(monkeypatch):
+    """Its bookkeeping, with the GPU's synchronization made a no-op: functions that hold
+    the host 0.2 and 0.6 ms per call read so, in the order given, every function timed
+    once per round (the warm-up and estimate calls aside) with the round's first one
+    rotating, and a stall of the host in one round leaves the median alone."""
+    import time
+
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    order, stalled = [], []
+
+    def holding(ms, name):
+        def fn():
+            order.append(name)
+            until = time.perf_counter() + ms / 1e3
+            if name == "slow" and len(order) > 95 and not stalled:  # once, in round 2 of 5
+                stalled.append(1)
+                until += 0.05
+            while time.perf_counter() < until:
+                pass
+        return fn
+
+    fast, slow = timing.wall_race([holding(0.2, "fast"), holding(0.6, "slow")], rounds=5, segment_ms=4.0)
+    assert fast == pytest.approx(0.2, rel=0.25) and slow == pytest.approx(0.6, rel=0.25)
+    assert stalled  # the stall happened and did not move slow's median
+    # Warm-up and estimate (fast, slow), then rounds fast slow | slow fast | fast slow |
+    # slow fast | fast slow: runs of one name merge across rounds into 8 (10 unrotated).
+    runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
+    assert runs == ["fast", "slow"] * 4
+
+
+@on_cpu
 def test_side_by_side_under_the_interpreter_is_evaluate_of_each():
     problem = Problem(19, 23, 17, "float32", "gelu", bias=True, layout="nt")
     bad = SMALL.model_copy(update={"block_m": 4096, "block_n": 4096, "block_k": 512})  # no shared memory holds it
@@ -119,3 +156,19 @@ def test_side_by_side_survives_a_race_call_that_raises(monkeypatch):
     trials = ev.evaluate_side_by_side(problem, [SMALL, second])
     assert trials[0].ok and trials[0].gpu_ms == 1.0
     assert trials[1].status == "out_of_resources"
+
+
+def test_wall_trials_time_our_call_as_a_user_makes_it(monkeypatch):
+    """The wall reading's call of ours allocates its output (out=None), as torch's
+    baselines do; the GPU race's writes into its input set's buffer. Under the
+    interpreter wall_trials measures nothing and says so."""
+    seen = []
+    monkeypatch.setattr(ev, "matmul", lambda *a, out=None, **k: seen.append(out))
+    problem = Problem(8, 8, 8, "float16")
+    ev.race_call(problem, "triton", SMALL, out=False)()
+    ev.race_call(problem, "triton", SMALL)()
+    assert seen[0] is None and isinstance(seen[1], torch.Tensor) and seen[1].shape == (8, 8)
+    if runtime.INTERPRETER:
+        trials = [ev.Trial(problem, None, "success", kernel="torch", ms=1.0),
+                  ev.Trial(problem, SMALL, "success", ms=1.0)]
+        assert ev.wall_trials(problem, trials) is False and all(t.wall_ms is None for t in trials)

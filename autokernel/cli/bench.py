@@ -106,6 +106,7 @@ class BenchResult:
             "torch_ms": t.ms, "torch_tflops": t.tflops, "triton_ms": k.ms, "triton_ms_p20": k.p20,
             "triton_ms_p80": k.p80, "triton_tflops": k.tflops, "speedup": self.speedup,
             "torch_gpu_ms": t.gpu_ms, "triton_gpu_ms": k.gpu_ms, "gpu_speedup": self.gpu_speedup,
+            "torch_wall_ms": t.wall_ms, "triton_wall_ms": k.wall_ms, "triton_host_bound": host_bound(k),
             "max_abs_diff": k.max_abs_diff, "rel_error": k.rel_error, "status": k.status,
             "torch_status": t.status, "timing": k.timing, "error": k.error or t.error,
         }
@@ -117,10 +118,13 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
 
     With ``backward``: one forward + backward step of the linear layer each, torch autograd
     against autokernel.linear (``config`` is the forward GEMM's). ``timer``: default time_fn.
-    On a GPU a forward problem's two also get their GPU time per call (no launch cost),
-    taken side by side (evaluate.race_trials); a failed race leaves it unmeasured, with a
-    warning."""
-    from autokernel.evaluate import error_line, evaluate, evaluate_linear_training, evaluate_torch, race_trials
+    On a GPU a forward problem's two also get their GPU time per call (no launch cost) and
+    their wall time per call (back to back, host included), each taken side by side
+    (evaluate.race_trials, evaluate.wall_trials); a reading that fails leaves its time
+    unmeasured, with a warning."""
+    from autokernel.evaluate import (
+        error_line, evaluate, evaluate_linear_training, evaluate_torch, race_trials, wall_trials,
+    )
     from autokernel.timing import time_fn
 
     timer = timer or time_fn
@@ -134,8 +138,12 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
             triton_trial = evaluate(problem, config, timer=timer)
             try:
                 race_trials(problem, [torch_trial, triton_trial])
-            except Exception as exc:  # the wall times stand; the GPU time stays unmeasured
+            except Exception as exc:  # the event times stand; the GPU time stays unmeasured
                 warn(f"{problem.label()}: GPU time not measured ({error_line(exc)})")
+            try:
+                wall_trials(problem, [torch_trial, triton_trial])
+            except Exception as exc:
+                warn(f"{problem.label()}: wall time per call not measured ({error_line(exc)})")
         result = BenchResult(problem, torch_trial, triton_trial, source)
         if on_result is not None:
             on_result(result)
@@ -159,6 +167,7 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
     for name, justify in [("problem", "left"), ("triton config", "left"), ("torch ms", "right"),
                           ("torch TFLOP/s", "right"), ("triton ms (p20–p80)", "right"), ("triton TFLOP/s", "right"),
                           ("speedup", "right"), ("GPU µs torch / triton", "right"), ("GPU speedup", "right"),
+                          ("wall µs torch / triton", "right"),
                           ("max |Δ|", "right"), ("result", "left")]:
         table.add_column(name, justify=justify)
     for r in results:
@@ -174,8 +183,31 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
         gpu = f"{t.gpu_ms * 1e3:.1f} / {k.gpu_ms * 1e3:.1f}" if r.gpu_speedup else "-"
         table.add_row(r.problem.label(), config, fmt(t.ms), fmt(t.tflops, 1), spread, fmt(k.tflops, 1),
                       f"{r.speedup:.2f}x" if r.speedup else "-", gpu,
-                      f"{r.gpu_speedup:.2f}x" if r.gpu_speedup else "-", fmt(k.max_abs_diff), verdict)
+                      f"{r.gpu_speedup:.2f}x" if r.gpu_speedup else "-", _wall_cell(t, k),
+                      fmt(k.max_abs_diff), verdict)
+    if not backward and any(r.triton.wall_ms is not None for r in results):
+        table.caption = ("torch / triton ms: one call after an L2 flush, GPU events (median). GPU µs: calls replayed "
+                         "in CUDA graphs, no launch cost. wall µs: calls back to back from Python, host included; "
+                         f"[yellow]*[/] where it exceeds the GPU time by over {HOST_BOUND - 1:.0%}: host-bound")
     print_table(table)
+
+
+HOST_BOUND = 1.10  # wall over GPU time per call past which a call counts as host-bound
+
+
+def host_bound(trial: Trial) -> bool | None:
+    """Whether ``trial``'s calls back to back take longer than its GPU time per call by more
+    than HOST_BOUND (the host's launch path is then what the loop waits on); None where
+    either was not measured."""
+    if trial.wall_ms is None or trial.gpu_ms is None:
+        return None
+    return trial.wall_ms > HOST_BOUND * trial.gpu_ms
+
+
+def _wall_cell(t: Trial, k: Trial) -> str:
+    if t.wall_ms is None or k.wall_ms is None:
+        return "-"
+    return " / ".join(f"{x.wall_ms * 1e3:.1f}" + ("[yellow]*[/]" if host_bound(x) else "") for x in (t, k))
 
 
 def write_csv(path: str, results: list[BenchResult]) -> None:
