@@ -365,24 +365,32 @@ def _lookup(m, n, k, dtype: str, activation: str, bias, layout, device: str) -> 
 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
-def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-                    device: torch.device) -> KernelConfig:
-    """The config ``autokernel.matmul`` launches with when given none: a tuned one
-    (``lookup``), else ``default_config``. A tuned config that does not fit this device's
-    shared memory falls back to the default with one warning; a default that does not
-    fit raises ConfigError. Cached per argument tuple: the per-call cost is one hit."""
+def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
+            device: torch.device) -> tuple[KernelConfig, str]:
+    """(config, source): the config ``autokernel.matmul`` launches with when given none, a
+    tuned one (``lookup``) else ``default_config``, and where it came from: "env"
+    ($AUTOKERNEL_CONFIG), "shipped" (the file shipped for the GPU) or "default". A tuned
+    config that does not fit this device's shared memory falls back to the default with
+    one warning; a default that does not fit raises ConfigError. Cached per argument
+    tuple: the per-call cost is one hit."""
     found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None,
                     runtime.device_name(device))
     if found is not None:
         where, config = found
         try:
             config.check_fits(dtype)
-            return config
+            return config, "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
         except ConfigError as exc:
             _warn_once(f"{where}: {exc}; using the default config")
     config = default_config(m, n, k, dtype)
     config.check_fits(dtype)
-    return config
+    return config, "default"
+
+
+def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
+                    device: torch.device) -> KernelConfig:
+    """The config of ``resolve``, without its source."""
+    return resolve(m, n, k, dtype, activation, bias, device)[0]
 
 
 _warned: set[str] = set()
@@ -400,7 +408,7 @@ def clear_cache() -> None:
     from autokernel import api
 
     _load_cached.cache_clear()
-    resolved_config.cache_clear()
+    resolve.cache_clear()
     _warned.clear()
     clear_launch_cache = getattr(api, "clear_launch_cache", None)
     if clear_launch_cache is not None:

@@ -95,6 +95,36 @@ def test_gpu_time_side_by_side_in_table_json_csv_and_history(hist, tmp_path, mon
     assert "16x16x16 float16: wall time per call not measured (RuntimeError: capture failed)" in result.stderr
 
 
+def test_bench_times_the_config_matmul_would_pick(hist, tmp_path, monkeypatch):
+    """With no --config or --best, bench times what autokernel.matmul launches with when
+    given none: here the $AUTOKERNEL_CONFIG entry ("env"), the default where the file has
+    none near the problem; --untuned times the default config even where a tuned one
+    exists, and it does not combine with --config or --best."""
+    from autokernel import best
+
+    tuned = {"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 4, "num_warps": 1, "num_stages": 1}
+    path = tmp_path / "tuned.json"
+    write_best(path, {"M": 16, "N": 16, "K": 16, "activation": "none", "bias": False, "config": tuned})
+    monkeypatch.setenv(best.CONFIG_ENV, str(path))
+    best.clear_cache()
+    try:
+        result = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "-s", "128", "--repeat", "1"])
+        assert result.exit_code == 0, result.output
+        near, far = json.loads(result.stdout)  # 128 is 8x the entry's shape: out of reach
+        assert near["config_source"] == "env" and {k: near["config"][k] for k in tuned} == tuned
+        assert far["config_source"] == "default" and far["config"]["block_n"] != 32
+        shown = runner.invoke(app, ["bench", "--interpret", "-s", "16", "--repeat", "1"])
+        assert "(env)" in shown.stdout
+        untuned = runner.invoke(app, ["bench", "--interpret", "--json", "-s", "16", "--repeat", "1", "--untuned"])
+        (r,) = json.loads(untuned.stdout)
+        assert r["config_source"] == "default" and r["config"]["block_n"] != 32
+        both = runner.invoke(app, ["bench", "--interpret", "-s", "16", "--untuned", "--best", str(path)])
+        assert both.exit_code != 0 and "give one of --config, --best and --untuned" in both.output
+    finally:
+        monkeypatch.delenv(best.CONFIG_ENV)
+        best.clear_cache()
+
+
 def test_bias_activation_and_config(hist):
     cfg = '{"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}'
     result = runner.invoke(app, ["bench", "--interpret", "--json", "--m", "20", "--n", "36", "--k", "12", "--bias",

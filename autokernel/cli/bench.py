@@ -59,8 +59,10 @@ INTERPRETER_SIZES = [64, 128]
 class BenchResult:
     """One problem: the torch baseline and the Triton kernel, measured side by side.
 
-    ``source`` says where the Triton config came from: "default", "config" (--config)
-    or "best" (--best).
+    ``source`` says where the Triton config came from: "config" (--config), "best"
+    (--best), or as autokernel.matmul would pick it: "env" ($AUTOKERNEL_CONFIG),
+    "shipped" (the configs shipped for this GPU) or "default" (default_config; also
+    --untuned).
     """
 
     problem: Problem
@@ -230,6 +232,9 @@ def bench(
     bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Add a bias vector (in torch too).")] = False,
     config: ConfigOpt = None,
     best: BestOpt = None,
+    untuned: Annotated[bool, typer.Option(
+        "--untuned", help="Time default_config, not the tuned config autokernel.matmul would pick "
+                          "($AUTOKERNEL_CONFIG, then the configs shipped for this GPU).")] = False,
     json_out: JsonOpt = False,
     csv_path: Annotated[str | None, typer.Option("--csv", help="Also write this run's table to a CSV file.")] = None,
     history: HistoryOpt = None,
@@ -243,6 +248,10 @@ def bench(
 ) -> None:
     """Time the Triton kernel against torch.matmul (cuBLAS) on each problem, in one run.
 
+    The kernel runs with the config autokernel.matmul picks when given none (a tuned one
+    from $AUTOKERNEL_CONFIG or the configs shipped for this GPU, else the default; the
+    table says which), or with --config, --best or --untuned (the default config).
+
     With --bias or --activation the torch side adds the bias (addmm) and applies the
     activation, so both compute the same function. With --backward each problem is one
     training step of act(X W^T + b): autokernel.linear against torch autograd, gradients
@@ -251,15 +260,15 @@ def bench(
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
         check_repeat(repeat)
-        if config and best:
-            fail("give either --config or --best, not both")
+        if sum(map(bool, (config, best, untuned))) > 1:
+            fail("give one of --config, --best and --untuned, not several")
         problems = measured_problems(sizes, dtype, activation, bias, interpret, gpu_sizes=GPU_SIZES,
                                      interpreter_sizes=INTERPRETER_SIZES, activations=["none"])
         if backward:  # the nn.Linear layout: the weight [N, K] is read transposed
             problems = [dataclasses.replace(p, layout="nt") for p in problems]
         fixed = parse_config(config)
         tuned = load_best(best)
-        configs = [_config_for(p, fixed, tuned, best) for p in problems]
+        configs = [_config_for(p, fixed, tuned, best, untuned) for p in problems]
         store = history_store(history)
         if csv_path:  # find an unwritable --csv before the GPU time is spent, not after
             try:
@@ -290,7 +299,11 @@ def bench(
 
 
 def _config_for(problem: Problem, fixed: KernelConfig | None, tuned: BestFile | None,
-                best: str | None) -> tuple[KernelConfig | None, str]:
+                best: str | None, untuned: bool) -> tuple[KernelConfig | None, str]:
+    """The config bench times and its source: --config ("config"), --best's entry ("best"),
+    --untuned or a --best file without the problem ("default": default_config), else
+    what autokernel.matmul launches with when given none (best.resolve): "env",
+    "shipped" or "default"."""
     if fixed is not None:
         return fixed, "config"
     if tuned is not None:
@@ -298,7 +311,13 @@ def _config_for(problem: Problem, fixed: KernelConfig | None, tuned: BestFile | 
         if found is not None:
             return found, "best"
         warn(f"no config in {best} for {problem.label()}; using the default config")
-    return None, "default"
+        return None, "default"
+    if untuned:
+        return None, "default"
+    from autokernel import best as tuned_configs, runtime
+
+    return tuned_configs.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation,
+                                 problem.bias, runtime.kernel_device())
 
 
 def register(app: typer.Typer) -> None:
