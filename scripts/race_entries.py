@@ -15,7 +15,8 @@ CUDA-graph times interleaved, timing.race):
   - the half-height tile of the shipped tile with its variants along the same fields,
     where its waves fill poorly (tuning.loop.half_height_tile),
 
-and times the torch baseline (cuBLAS, or eager addmm + activation) each round
+and with --neighbours also the configs one step from the shipped one along each field
+(``neighbours``), and times the torch baseline (cuBLAS, or eager addmm + activation) each round
 (evaluate_torch, event timer). Per config the median over the rounds. A problem whose
 shipped config has no variant in its space (decode tiles on the pointer kernel with
 group_m folded to 1) is not raced. A problem's new
@@ -52,11 +53,56 @@ VARIED = {"flatten": (False, True), "epilogue_subtile": (1, 2), "group_m": (8, 1
 also keeps the base's own value)."""
 
 
-def candidates(problem, shipped, space) -> dict[tuple, tuple]:
+NEIGHBOURS = {"block_m": "x2", "block_n": "x2", "block_k": "x2", "num_stages": "+1", "num_warps": "x2",
+              "split_k": "x2", "variant": ("grouped", "tma")}
+"""With --neighbours, the configs one step from the shipped one along each of these fields
+(halved or doubled, one stage fewer or more, the other kernel), where the space takes them."""
+
+
+def neighbours(shipped, space) -> list[tuple]:
+    """[(config, role)]: the configs one NEIGHBOURS step from ``shipped`` that ``space``
+    contains, canonical. Where a config came out of a narrow search (the decode entries'
+    24 trials), the tile it missed is often one step away. Where the shipped tiles fill
+    fewer programs than the GPU has (a decode GEMM: 64 tiles of 64x64 for 132 SMs), a
+    tile thinner than the space's floor of 64 is raced too: there it doubles the programs;
+    and stages past the space's range, where shared memory holds them."""
+    from dataclasses import replace
+
+    from autokernel.tuning.space import _cdiv
+
+    p = space.problem
+    underfilled = space.programs is not None and \
+        _cdiv(p.m, shipped.block_m) * _cdiv(p.n, shipped.block_n) * shipped.split_k < space.programs
+    # A neighbour may leave the tuner's range of stages (a decode tile's best on the H100
+    # was its largest, 5): it is raced directly, and shared memory still bounds it.
+    space = replace(space, choices={**space.choices, "num_stages": tuple(range(1, 9))})
+    out = []
+    for field, step in NEIGHBOURS.items():
+        value = getattr(shipped, field)
+        if step == "x2":
+            values = (value // 2, value * 2)
+        elif step == "+1":
+            values = (value - 1, value + 1)
+        else:
+            values = tuple(v for v in step if v != value)
+        for new in values:
+            try:
+                config = space.canonical(shipped.model_copy(update={field: new}))
+                config = type(shipped).model_validate(config.model_dump())  # KernelConfig's own rules too
+            except ValueError:
+                continue
+            why = space.why_invalid(config)
+            if why is None or (underfilled and "thinner than the problem needs" in why):
+                out.append((config, f"shipped+{field}={new}"))
+    return out
+
+
+def candidates(problem, shipped, space, with_neighbours: bool = False) -> dict[tuple, tuple]:
     """{config_key: (config, role)}: the shipped config itself (always first, even where
     the space would not propose it), its VARIED variants, and those of the half-height
     tile derived from the shipped tile (tuning.loop.half_height_tile), as the space writes
-    them (space.canonical), each once."""
+    them (space.canonical), each once; ``with_neighbours``: also the neighbours of the
+    shipped config (``neighbours``)."""
     from autokernel.tuning.loop import half_height_tile
     from autokernel.tuning.space import config_key
 
@@ -75,6 +121,8 @@ def candidates(problem, shipped, space) -> dict[tuple, tuple]:
                 continue
             changed = "".join(f"+{k}={getattr(config, k)}" for k in VARIED if getattr(config, k) != getattr(base, k))
             out[config_key(config)] = (config, role + changed)
+    for config, role in neighbours(shipped, space) if with_neighbours else ():
+        out.setdefault(config_key(config), (config, role))
     return out
 
 
@@ -87,6 +135,8 @@ def main() -> int:
     ap.add_argument("--min-gain", type=float, default=0.01, help="a new config must beat the shipped one by this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--neighbours", action="store_true",
+                    help="also race the configs one step from the shipped one along each NEIGHBOURS field")
     args = ap.parse_args()
 
     import warnings
@@ -111,7 +161,7 @@ def main() -> int:
             tma = space.tma and why_no_tma(problem) is None
             shipped = shipped.model_copy(update={"variant": "tma" if tma else "grouped"})
         shipped = space.canonical(shipped)
-        plans.append((problem, shipped, source, candidates(problem, shipped, space)))
+        plans.append((problem, shipped, source, candidates(problem, shipped, space, args.neighbours)))
     total = sum(len(c) for *_, c in plans)
     print(f"{len(plans)} problems, {total} configs, {args.rounds} rounds each "
           f"({runtime.device_name()}, torch {torch.__version__})", flush=True)

@@ -51,3 +51,29 @@ def test_a_pointer_kernel_config_varies_group_m_only(race):
                            variant="grouped")
     got = race.candidates(problem, space(problem).canonical(shipped), space(problem))
     assert len(got) == 1  # one tile-row: every group_m is the same launch, nothing to race
+
+
+def test_neighbours_step_one_field_at_a_time_within_what_can_run(race):
+    """--neighbours: from a decode tile that fills 64 of 132 programs, one step along each
+    field: halved and doubled tiles (the 32-wide ones too, which the tuner's space leaves
+    out: here they double the programs), a stage fewer and more (past the space's 5, not
+    past shared memory), other warps, split-K, the TMA kernel."""
+    problem = Problem(64, 4096, 4096, "float16", layout="nt")
+    sp = space(problem)
+    shipped = KernelConfig(block_m=64, block_n=64, block_k=128, group_m=1, num_warps=4, num_stages=5,
+                           variant="grouped")
+    got = dict(race.neighbours(shipped, sp))
+    roles = set(got.values())
+    assert {"shipped+block_m=32", "shipped+block_n=32", "shipped+block_k=64", "shipped+num_stages=4",
+            "shipped+num_stages=6", "shipped+num_warps=8", "shipped+split_k=2", "shipped+variant=tma"} <= roles
+    assert "shipped+block_n=128" not in roles  # 64x128x128 in 5 stages needs more shared memory than there is
+    assert all(sum(getattr(c, f) != getattr(shipped, f) for f in race.NEIGHBOURS) == 1 for c in got)
+    six = KernelConfig(**{**shipped.model_dump(), "num_stages": 6})
+    assert "shipped+num_stages=7" in dict(race.neighbours(six, sp)).values()  # 224 KiB of 227
+    six_tma = KernelConfig(**{**shipped.model_dump(), "num_stages": 6, "variant": "tma"})
+    assert "shipped+num_stages=7" not in dict(race.neighbours(six_tma, sp)).values()  # + C's staging: 232 KiB
+    filled = Problem(4096, 4096, 4096, "float16")  # 128x256 tiles: 512 programs, nothing thinner raced
+    big = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3, variant="tma")
+    assert not any(c.block_m < 64 or c.block_n < 64 for c, _ in race.neighbours(big, space(filled)))
+    cands = race.candidates(problem, shipped, sp, with_neighbours=True)
+    assert list(cands)[0] == config_key(shipped) and len(cands) == 1 + len(got)
