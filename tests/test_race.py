@@ -32,34 +32,35 @@ def test_wall_race_needs_a_gpu():
 
 
 def test_wall_race_reads_host_time_per_call_side_by_side(monkeypatch):
-    """Its bookkeeping, with the GPU's synchronization made a no-op: functions that hold
-    the host 0.2 and 0.6 ms per call read so, in the order given, every function timed
-    once per round (the warm-up and estimate calls aside) with the round's first one
-    rotating, and a stall of the host in one round leaves the median alone."""
-    import time
+    """Its bookkeeping, on a fake clock (the GPU's synchronization a no-op): functions that
+    cost 0.2 and 0.6 ms per call read so, every function timed once per round (the
+    warm-up and estimate calls aside) with the round's first one rotating, and a stall of
+    the host in one round leaves the median alone."""
+    import types
 
+    now = [0.0]
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     monkeypatch.setattr(runtime, "INTERPRETER", False)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     order, stalled = [], []
 
-    def holding(ms, name):
+    def costing(ms, name):
         def fn():
             order.append(name)
-            until = time.perf_counter() + ms / 1e3
+            now[0] += ms / 1e3
             if name == "slow" and len(order) > 95 and not stalled:  # once, in round 2 of 5
                 stalled.append(1)
-                until += 0.05
-            while time.perf_counter() < until:
-                pass
+                now[0] += 0.05
         return fn
 
-    fast, slow = timing.wall_race([holding(0.2, "fast"), holding(0.6, "slow")], rounds=5, segment_ms=4.0)
-    assert fast == pytest.approx(0.2, rel=0.25) and slow == pytest.approx(0.6, rel=0.25)
+    fast, slow = timing.wall_race([costing(0.2, "fast"), costing(0.6, "slow")], rounds=5, segment_ms=4.0)
+    assert fast == pytest.approx(0.2) and slow == pytest.approx(0.6)
     assert stalled  # the stall happened and did not move slow's median
     # Warm-up and estimate (fast, slow), then rounds fast slow | slow fast | fast slow |
     # slow fast | fast slow: runs of one name merge across rounds into 8 (10 unrotated).
     runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
     assert runs == ["fast", "slow"] * 4
+    assert order.count("fast") == 9 + 5 * 20 and order.count("slow") == 9 + 5 * 8  # segments of ~4 ms, 8 at least
 
 
 @on_cpu
