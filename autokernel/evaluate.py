@@ -395,37 +395,54 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
 def wall_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEAKY_SLOPE) -> bool:
     """Give the successful forward trials of ``problem`` their wall_ms, calls back to back
     with the host's launch path included, from one side-by-side reading (timing.wall_race)
-    of the calls race_trials times, ours allocating its output as torch's do, in place. False, with nothing changed, where fewer than
+    of the calls race_trials times as a user makes them (race_call's ``wall``), in place. False, with nothing changed, where fewer than
     two qualify or there is no GPU; an error propagates, the trials unchanged."""
     timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
     if timing_label() != GPU or len(timed) < 2:
         return False
-    times = wall_race([race_call(problem, t.kernel, t.config, slope=slope, out=False) for t in timed])
+    calls = [race_call(problem, t.kernel, t.config, slope=slope, wall=True) for t in timed]
+    with tf32_allowed():  # once around the reading: per call it would be timed as torch's host time
+        times = wall_race(calls)
     for trial, ms in zip(timed, times):
         trial.wall_ms = ms
     return True
 
 
 def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | None = None, *,
-              seed: int | None = None, slope: float = LEAKY_SLOPE, out: bool = True) -> Callable[[], object]:
+              seed: int | None = None, slope: float = LEAKY_SLOPE, wall: bool = False) -> Callable[[], object]:
     """One implementation of ``problem`` as a call with no arguments for timing.race: our
     kernel with ``config`` (kernel "triton") or a torch baseline (TORCH_KERNELS), each call
     on the next of the input sets the CUDA-graph timer would rotate through (GRAPH_INPUT_SETS).
-    Ours writes into its set's output buffer; with ``out=False`` it allocates its result
-    per call, as torch's baselines do and a user's call would (wall_trials: the host's
-    part of a call, where matmul's ``out=`` adds a memory-overlap check per call)."""
+    Ours writes into its set's output buffer; torch's allows TF32 around each call.
+
+    With ``wall`` the calls are a user's, for the wall reading (wall_trials): ours
+    allocates its result per call as torch's baselines do (matmul's ``out=`` adds a
+    memory-overlap check per call), and torch's runs without switching TF32 on and off
+    around each call (4 µs of host time per call on a CPU): the caller allows it once
+    around the whole reading."""
     if kernel == "triton":
+        if wall:
+            make = _input_factory(problem, seed)
+            cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
+
+            def users() -> None:
+                a, b, bias = next(cycle)
+                matmul(a, b, bias, problem.activation, slope=slope, config=config)
+
+            return users
         sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
         cycle = itertools.cycle(sets)
 
         def ours() -> None:
-            a, b, bias, buffer = next(cycle)
-            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=buffer if out else None)
+            a, b, bias, out = next(cycle)
+            matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
 
         return ours
     fn = torch_function(problem, kernel, slope=slope)
     make = _input_factory(problem, seed)
     cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
+    if wall:
+        return lambda: fn(*next(cycle))
 
     def baseline() -> object:
         with tf32_allowed():  # as evaluate_torch checked and timed it (and compiled it: dynamo guards on it)
@@ -558,7 +575,9 @@ def evaluate_linear_training(
     """Check and time one forward + backward step of act(X W^T + b) with ``kernel``.
 
     The problem reads as an nn.Linear: X is [M, K], the weight [N, K], the bias [N]
-    (problem.bias). Correctness: Y and the gradients of X, W (and b) against float32
+    (problem.bias). ``config`` is the forward GEMM's; None runs all three GEMMs (forward,
+    dX, dW) with default_config, where a config given leaves dX's and dW's to linear
+    (the tuned lookup, else the default). Correctness: Y and the gradients of X, W (and b) against float32
     autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
     three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.
     """
@@ -569,8 +588,11 @@ def evaluate_linear_training(
     device = runtime.kernel_device()
     dt = problem.torch_dtype
     act = problem.activation
+    dx_config = dw_config = None
     if kernel == "triton_autograd" and config is None:
         config = default_config(problem.m, problem.n, problem.k, dt)
+        dx_config = default_config(problem.m, problem.k, problem.n, dt)  # dX [M, K] = dY [M, N] @ W [N, K]
+        dw_config = default_config(problem.n, problem.k, problem.m, dt)  # dW [N, K] = dY^T [N, M] @ X [M, K]
     trial = Trial(problem, config if kernel == "triton_autograd" else None, "success", kernel=kernel,
                   timing=timing_label())
 
@@ -588,7 +610,7 @@ def evaluate_linear_training(
         if kernel == "torch_autograd":
             y = reference_activation(F.linear(x, w, b), act, slope)
         else:
-            y = linear(x, w, b, act, slope=slope, config=config)
+            y = linear(x, w, b, act, slope=slope, config=config, dx_config=dx_config, dw_config=dw_config)
         inputs = [x, w] + ([b] if b is not None else [])
         return (y, *torch.autograd.grad(y, inputs, dy))
 

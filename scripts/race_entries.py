@@ -86,12 +86,18 @@ def neighbours(shipped, space) -> list[tuple]:
         else:
             values = tuple(v for v in step if v != value)
         for new in values:
+            update = {field: new}
+            if field == "variant" and new == "grouped":  # the TMA kernel's own options go with it
+                update.update(flatten=False, epilogue_subtile=1, warp_specialize=False)
             try:
-                config = space.canonical(shipped.model_copy(update={field: new}))
+                config = space.canonical(shipped.model_copy(update=update))
                 config = type(shipped).model_validate(config.model_dump())  # KernelConfig's own rules too
             except ValueError:
                 continue
             why = space.why_invalid(config)
+            # The thinness rule is the last of why_invalid's but two (tile past the problem,
+            # group_m past its tile-rows), which a one-field step from a canonical config
+            # does not break: a thinner tile is no larger, and canonical set group_m.
             if why is None or (underfilled and "thinner than the problem needs" in why):
                 out.append((config, f"shipped+{field}={new}"))
     return out

@@ -428,11 +428,14 @@ def _own_frame(model, name: str):
     of its own with a source file, so each variant has one entry, as a program with one
     compiled model does."""
     label = "call_" + "".join(c if c.isalnum() else "_" for c in name)
-    code = _call_model.__code__.replace(co_name=label, co_qualname=label)
+    names = {"co_name": label}
+    if hasattr(_call_model.__code__, "co_qualname"):  # Python 3.11+
+        names["co_qualname"] = label
+    code = _call_model.__code__.replace(**names)
     return types.FunctionType(code, {"model": model, "__builtins__": __builtins__}, label)
 
 
-# name -> (which model, torch.compile keywords, input marked static). "RO" is
+# name -> (torch.compile keywords, input marked static), each for both models. "RO" is
 # mode="reduce-overhead" with fullgraph off for both models (neither has a graph break);
 # fullgraph=True costs every call a few set-and-restore steps of dynamo state, the same
 # for both, and ours alone was measured that way before session 7. The others are
@@ -547,7 +550,7 @@ def section_compile(blocks_list, rounds: int, variants: list[str], dry_run: bool
 
 
 def _variants(text: str) -> list[str]:
-    names = [v.strip() for v in text.split(",") if v.strip()]
+    names = list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))  # each once
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         sys.exit(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")

@@ -125,6 +125,24 @@ def test_bench_times_the_config_matmul_would_pick(hist, tmp_path, monkeypatch):
         best.clear_cache()
 
 
+def test_untuned_backward_runs_all_three_gemms_on_default_configs(hist, monkeypatch):
+    """--untuned --backward: the forward, dX and dW GEMMs all take default_config; no
+    tuned lookup is asked for any of them (without --untuned, linear asks it for dX and dW)."""
+    from autokernel import best
+
+    best.clear_cache()  # and the launch plans: a cached plan asks no lookup
+    asked = []
+    real = best.resolve
+    monkeypatch.setattr(best, "resolve", lambda *a, **k: asked.append(a[:3]) or real(*a, **k))
+    args = ["bench", "--interpret", "--json", "--backward", "--m", "24", "--n", "40", "--k", "16", "--repeat", "1"]
+    result = runner.invoke(app, args + ["--untuned"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["config_source"] == "default" and asked == []
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert {(24, 40, 16), (24, 16, 40), (40, 16, 24)} <= set(asked)  # forward (bench), dX and dW (linear)
+
+
 def test_bias_activation_and_config(hist):
     cfg = '{"block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 1, "num_stages": 1}'
     result = runner.invoke(app, ["bench", "--interpret", "--json", "--m", "20", "--n", "36", "--k", "12", "--bias",

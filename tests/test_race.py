@@ -159,16 +159,31 @@ def test_side_by_side_survives_a_race_call_that_raises(monkeypatch):
     assert trials[1].status == "out_of_resources"
 
 
-def test_wall_trials_time_our_call_as_a_user_makes_it(monkeypatch):
+def test_wall_trials_time_the_calls_as_a_user_makes_them(monkeypatch):
     """The wall reading's call of ours allocates its output (out=None), as torch's
-    baselines do; the GPU race's writes into its input set's buffer. Under the
-    interpreter wall_trials measures nothing and says so."""
-    seen = []
+    baselines do, where the GPU race's writes into its input set's buffer; torch's runs
+    without the per-call TF32 switch the race wraps it in (wall_trials allows TF32 once
+    around the reading). Under the interpreter wall_trials measures nothing and says so."""
+    import contextlib
+
+    seen, switched = [], []
     monkeypatch.setattr(ev, "matmul", lambda *a, out=None, **k: seen.append(out))
+    monkeypatch.setattr(ev, "torch_function", lambda problem, kernel="torch", slope=None: lambda *a: None)
+
+    @contextlib.contextmanager
+    def counting():
+        switched.append(1)
+        yield
+
+    monkeypatch.setattr(ev, "tf32_allowed", counting)
     problem = Problem(8, 8, 8, "float16")
-    ev.race_call(problem, "triton", SMALL, out=False)()
+    ev.race_call(problem, "triton", SMALL, wall=True)()
     ev.race_call(problem, "triton", SMALL)()
     assert seen[0] is None and isinstance(seen[1], torch.Tensor) and seen[1].shape == (8, 8)
+    ev.race_call(problem, "torch", wall=True)()
+    assert switched == []
+    ev.race_call(problem, "torch")()
+    assert switched == [1]
     if runtime.INTERPRETER:
         trials = [ev.Trial(problem, None, "success", kernel="torch", ms=1.0),
                   ev.Trial(problem, SMALL, "success", ms=1.0)]

@@ -77,3 +77,12 @@ def test_neighbours_step_one_field_at_a_time_within_what_can_run(race):
     assert not any(c.block_m < 64 or c.block_n < 64 for c, _ in race.neighbours(big, space(filled)))
     cands = race.candidates(problem, shipped, sp, with_neighbours=True)
     assert list(cands)[0] == config_key(shipped) and len(cands) == 1 + len(got)
+
+
+def test_a_tma_configs_pointer_kernel_neighbour_drops_the_tma_options(race):
+    problem = Problem(2048, 2048, 2048, "float16")
+    shipped = tma(group_m=8, flatten=True, epilogue_subtile=2)
+    got = {role: c for c, role in race.neighbours(shipped, space(problem))}
+    grouped = got["shipped+variant=grouped"]
+    assert (grouped.variant, grouped.flatten, grouped.epilogue_subtile) == ("grouped", False, 1)
+    assert (grouped.block_m, grouped.block_n, grouped.block_k) == (128, 256, 64)

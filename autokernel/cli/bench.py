@@ -108,7 +108,8 @@ class BenchResult:
             "torch_ms": t.ms, "torch_tflops": t.tflops, "triton_ms": k.ms, "triton_ms_p20": k.p20,
             "triton_ms_p80": k.p80, "triton_tflops": k.tflops, "speedup": self.speedup,
             "torch_gpu_ms": t.gpu_ms, "triton_gpu_ms": k.gpu_ms, "gpu_speedup": self.gpu_speedup,
-            "torch_wall_ms": t.wall_ms, "triton_wall_ms": k.wall_ms, "triton_host_bound": host_bound(k),
+            "torch_wall_ms": t.wall_ms, "triton_wall_ms": k.wall_ms, "torch_host_bound": host_bound(t),
+            "triton_host_bound": host_bound(k),
             "max_abs_diff": k.max_abs_diff, "rel_error": k.rel_error, "status": k.status,
             "torch_status": t.status, "timing": k.timing, "error": k.error or t.error,
         }
