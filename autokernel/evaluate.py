@@ -383,8 +383,8 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
     their kernels) their gpu_ms from one side-by-side reading (timing.race), in place.
     False, with nothing changed, where fewer than two qualify or there is no GPU; an error
     of the race propagates, the trials unchanged."""
-    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
-    if timing_label() != GPU or len(timed) < 2:
+    timed = _side_by_side(trials)
+    if timed is None:
         return False
     times = race([race_call(problem, t.kernel, t.config, slope=slope) for t in timed])
     for trial, ms in zip(timed, times):
@@ -392,13 +392,20 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
     return True
 
 
+def _side_by_side(trials: Iterable[Trial]) -> list[Trial] | None:
+    """The trials a side-by-side reading (race_trials, wall_trials) times: the successful
+    ones of our kernel and torch's baselines; None where fewer than two or no GPU."""
+    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
+    return timed if timing_label() == GPU and len(timed) >= 2 else None
+
+
 def wall_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEAKY_SLOPE) -> bool:
     """Give the successful forward trials of ``problem`` their wall_ms, calls back to back
     with the host's launch path included, from one side-by-side reading (timing.wall_race)
     of the calls race_trials times as a user makes them (race_call's ``wall``), in place. False, with nothing changed, where fewer than
     two qualify or there is no GPU; an error propagates, the trials unchanged."""
-    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
-    if timing_label() != GPU or len(timed) < 2:
+    timed = _side_by_side(trials)
+    if timed is None:
         return False
     calls = [race_call(problem, t.kernel, t.config, slope=slope, wall=True) for t in timed]
     with tf32_allowed():  # once around the reading: per call it would be timed as torch's host time
@@ -420,16 +427,7 @@ def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | N
     memory-overlap check per call), and torch's runs without switching TF32 on and off
     around each call (4 µs of host time per call on a CPU): the caller allows it once
     around the whole reading."""
-    if kernel == "triton":
-        if wall:
-            make = _input_factory(problem, seed)
-            cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
-
-            def users() -> None:
-                a, b, bias = next(cycle)
-                matmul(a, b, bias, problem.activation, slope=slope, config=config)
-
-            return users
+    if kernel == "triton" and not wall:
         sets = make_input_sets(_matmul_args(problem, seed), problem.bytes, GRAPH_INPUT_SETS)
         cycle = itertools.cycle(sets)
 
@@ -438,9 +436,11 @@ def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | N
             matmul(a, b, bias, problem.activation, slope=slope, config=config, out=out)
 
         return ours
-    fn = torch_function(problem, kernel, slope=slope)
     make = _input_factory(problem, seed)
     cycle = itertools.cycle(make_input_sets(lambda i: make(i + 1), problem.bytes, GRAPH_INPUT_SETS))
+    if kernel == "triton":
+        return lambda: matmul(*next(cycle), problem.activation, slope=slope, config=config)
+    fn = torch_function(problem, kernel, slope=slope)
     if wall:
         return lambda: fn(*next(cycle))
 

@@ -264,28 +264,26 @@ def wall_race(fns: Sequence[Callable[[], Any]], *, rounds: int = WALL_ROUNDS,
     Exceptions from a function propagate."""
     if runtime.INTERPRETER:
         raise RuntimeError("wall_race needs a CUDA GPU; under the interpreter use time_fn")
+
+    def segment_ms_per_call(fn, n: int) -> float:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t) * 1e3 / n
+
     counts = []
     for fn in fns:
         fn()  # compile, allocate, warm
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(8):
-            fn()
-        torch.cuda.synchronize()
-        per_call_ms = max((time.perf_counter() - t) * 1e3 / 8, 1e-4)
+        per_call_ms = max(segment_ms_per_call(fn, 8), 1e-4)
         counts.append(max(8, min(5000, math.ceil(segment_ms / per_call_ms))))
     k = len(fns)
     per_round = [[0.0] * rounds for _ in range(k)]
     for r in range(rounds):
         for j in range(k):
             i = (r + j) % k
-            fn, n = fns[i], counts[i]
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(n):
-                fn()
-            torch.cuda.synchronize()
-            per_round[i][r] = (time.perf_counter() - t) * 1e3 / n
+            per_round[i][r] = segment_ms_per_call(fns[i], counts[i])
     return [sorted(times)[rounds // 2] for times in per_round]
 
 
