@@ -33,15 +33,17 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
                  EVEN_K: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr):
     """acc + the A tile @ the B tile over ``iters`` BLOCK_K steps from K index ``k_first``
-    (where ``a_ptrs`` and ``b_ptrs`` point); without EVEN_K, columns from K on read as 0."""
-    for i in range(0, iters):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k_first - i * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+    (where ``a_ptrs`` and ``b_ptrs`` point); without EVEN_K, columns from K on read as 0.
+
+    The steps that lie wholly inside K load unmasked; only the last, partial one is masked
+    (a mask in every step kept the pipeliner from overlapping the loads)."""
+    if EVEN_K:
+        full = iters
+    else:
+        full = tl.minimum(iters, (K - k_first) // BLOCK_K)
+    for i in range(0, full):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
         if UPCAST:
             # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
             a = a.to(tl.float32)
@@ -49,13 +51,50 @@ def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stri
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    if not EVEN_K:
+        for i in range(full, iters):
+            k_left = K - k_first - i * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
     return acc
+
+
+@triton.jit
+def operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, abs_k, stride_am, stride_ak, stride_bk, stride_bn,
+                 A_LEAD: tl.constexpr, B_LEAD: tl.constexpr):
+    """Pointers to the A tile [rows offs_am, columns abs_k] and the B tile [rows abs_k,
+    columns offs_bn]. A_LEAD / B_LEAD tell the compiler what divides an operand's leading
+    stride where Triton's own specialization (strides divisible by 16) does not: d > 0,
+    the operand's dimension-0 stride (stride_am, stride_bk) is a multiple of d; d < 0, its
+    dimension-1 stride (stride_ak, stride_bn) is a multiple of -d; 0, nothing to add
+    (``lead_hint``). A row of K = 1000 halves is 16-byte aligned, and without the hint
+    every load of it was a 2-byte one."""
+    a_rows = offs_am[:, None] * stride_am
+    a_cols = abs_k[None, :] * stride_ak
+    b_rows = abs_k[:, None] * stride_bk
+    b_cols = offs_bn[None, :] * stride_bn
+    if A_LEAD > 0:
+        a_rows = tl.multiple_of(a_rows, [A_LEAD, A_LEAD])
+    if A_LEAD < 0:
+        a_cols = tl.multiple_of(a_cols, [-A_LEAD, -A_LEAD])
+    if B_LEAD > 0:
+        b_rows = tl.multiple_of(b_rows, [B_LEAD, B_LEAD])
+    if B_LEAD < 0:
+        b_cols = tl.multiple_of(b_cols, [-B_LEAD, -B_LEAD])
+    return a_ptr + a_rows + a_cols, b_ptr + b_rows + b_cols
 
 
 @triton.jit
 def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
              stride_am, stride_ak, stride_bk, stride_bn,
              EVEN_K: tl.constexpr, UPCAST: tl.constexpr, INDEX_64: tl.constexpr,
+             A_LEAD: tl.constexpr, B_LEAD: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """(acc, offs_m, offs_n): the float32 product of output tile (pid_m, pid_n) over
     ``iters`` BLOCK_K steps of K from step ``k_iter`` (a slice of the K loop, for the
@@ -72,8 +111,8 @@ def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
         offs_am = offs_am.to(tl.int64)
         offs_bn = offs_bn.to(tl.int64)
         abs_k = abs_k.to(tl.int64)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + abs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + abs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    a_ptrs, b_ptrs = operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, abs_k, stride_am, stride_ak, stride_bk, stride_bn,
+                                  A_LEAD, B_LEAD)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
                        EVEN_K, UPCAST, BLOCK_K)
@@ -92,6 +131,8 @@ def _matmul_kernel(
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
     INDEX_64: tl.constexpr,
+    A_LEAD: tl.constexpr,
+    B_LEAD: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -109,8 +150,8 @@ def _matmul_kernel(
     if INDEX_64:
         offs_am = offs_am.to(tl.int64)
         offs_bn = offs_bn.to(tl.int64)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    a_ptrs, b_ptrs = operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, offs_k, stride_am, stride_ak, stride_bk, stride_bn,
+                                  A_LEAD, B_LEAD)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, 0, tl.cdiv(K, BLOCK_K), K, stride_ak, stride_bk,
@@ -126,6 +167,23 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
         if (rows - 1) * s0 + (cols - 1) * s1 > _INT32_MAX // 2:
             return True
     return False
+
+
+def lead_hint(t: torch.Tensor) -> int:
+    """A_LEAD / B_LEAD of ``operand_ptrs`` for a 2-D operand: +d where its dimension-0
+    stride is the leading one (dimension 1 contiguous), -d where its dimension-1 stride
+    is, d the power of two in 2..8 that divides it; 0 where Triton already knows
+    (divisible by 16) or no hint applies (no unit stride, or an odd leading stride)."""
+    s0, s1 = t.stride()
+    if s1 == 1 and t.shape[1] > 1:
+        lead, sign = s0, 1
+    elif s0 == 1 and t.shape[0] > 1:
+        lead, sign = s1, -1
+    else:
+        return 0
+    if lead % 16 == 0 or lead % 2:
+        return 0
+    return sign * (lead & -lead)
 
 
 def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, interpret: bool,
@@ -146,6 +204,8 @@ def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, in
         EVEN_K=K % config.block_k == 0,
         UPCAST=interpret and a.dtype == torch.bfloat16,
         INDEX_64=_needs_int64(a, b, c, zz),
+        A_LEAD=lead_hint(a),
+        B_LEAD=lead_hint(b),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

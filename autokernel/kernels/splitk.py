@@ -20,7 +20,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch
-from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, tile_acc
+from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, lead_hint, tile_acc
 
 _REDUCE_WARPS = 4
 
@@ -34,6 +34,8 @@ def _splitk_partial_kernel(
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
     INDEX_64: tl.constexpr,
+    A_LEAD: tl.constexpr,
+    B_LEAD: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -46,7 +48,7 @@ def _splitk_partial_kernel(
     iters = tl.minimum(iters_per_split, tl.cdiv(K, BLOCK_K) - first_iter)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, first_iter, iters, M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, BLOCK_M, BLOCK_N, BLOCK_K)
 
     slice_start = pid_s * slice_size  # slice_size = M * N
     if INDEX_64:
@@ -125,6 +127,8 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
             EVEN_K=K % config.block_k == 0,
             UPCAST=interpret and a.dtype == torch.bfloat16,
             INDEX_64=index_64,
+            A_LEAD=lead_hint(a),
+            B_LEAD=lead_hint(b),
             BLOCK_M=config.block_m,
             BLOCK_N=config.block_n,
             BLOCK_K=config.block_k,
