@@ -1,0 +1,51 @@
+"""The configs the selector chooses among: a fixed, small set spanning the kernel strategies.
+
+Each is a point that was competitive somewhere on the H100 (docs/kernel-notes.md): thin
+decode tiles on the pointer kernel, with and without split-K; mid-size tiles on the
+pointer and TMA kernels; the 128x256 TMA tiles of large problems, flattened or with a
+split epilogue; stream-K for a partial last wave. ``benchmarks/select_sweep.py`` times
+every candidate that applies on a spread of shapes, and the selector's model
+(``autokernel.select``) is fitted from those timings: its per-candidate constants are
+what the GPU measured for that candidate, so a new candidate enters the set here and in
+a new sweep, never in the model alone.
+"""
+
+from __future__ import annotations
+
+from autokernel.config import KernelConfig
+
+
+def _c(bm, bn, bk, g, w, s, variant="grouped", **extra) -> KernelConfig:
+    return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=g, num_warps=w, num_stages=s,
+                        variant=variant, **extra)
+
+
+CANDIDATES: tuple[KernelConfig, ...] = (
+    # decode and skinny: few rows against a whole weight (memory-bound)
+    _c(16, 64, 128, 8, 4, 4),
+    _c(16, 128, 128, 8, 4, 4),
+    _c(32, 64, 128, 8, 4, 4),
+    _c(64, 64, 128, 8, 4, 4),
+    _c(16, 64, 128, 8, 4, 4, split_k=2),
+    _c(16, 64, 128, 8, 4, 4, split_k=4),
+    _c(32, 64, 128, 8, 4, 4, split_k=4),
+    _c(64, 64, 128, 8, 4, 4, split_k=4),
+    _c(64, 128, 64, 8, 4, 4, split_k=2),
+    # small and mid-size outputs: more, smaller tiles to fill the SMs
+    _c(64, 64, 64, 8, 4, 5),
+    _c(64, 128, 64, 8, 4, 5),
+    _c(128, 64, 64, 8, 4, 5),
+    _c(128, 128, 64, 8, 4, 4),
+    _c(128, 128, 64, 8, 4, 4, split_k=2),
+    _c(128, 128, 64, 8, 8, 4, "tma"),
+    _c(128, 128, 64, 8, 4, 3, "tma", warp_specialize=True),
+    _c(64, 256, 64, 16, 4, 4, "tma"),
+    _c(128, 128, 64, 8, 8, 3, stream_k=True),
+    # large: 128x256 tiles on the persistent TMA kernel
+    _c(128, 256, 64, 8, 8, 3, "tma"),
+    _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),
+    _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2),
+    _c(256, 128, 64, 8, 8, 3, "tma"),
+    _c(128, 256, 64, 8, 8, 3, stream_k=True),
+)
+"""The candidate configs for float16 and bfloat16 problems."""

@@ -1,0 +1,346 @@
+"""Pick a kernel config for any GEMM shape without timing it: a model of the GPU ranks candidates.
+
+The model, per candidate config c (a tile of BM x BN, K step, kernel) on a problem M x N x K:
+
+    units  = ceil(M / BM) * ceil(N / BN) * split_k        programs' worth of output tiles
+    waves  = units / (SMs * occupancy)                     rounded up, except for stream-K,
+                                                           which spreads the last wave's work
+    T      = smoothmax(waves * (a_c + b_c * K / split_k),  the tiles' compute and loads
+                       bytes / (bandwidth * e_c))          the problem's own bytes
+             + d_c                                         launch, split-K's second pass, tails
+
+a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
+fraction of the copy bandwidth the kernel reaches) and d_c (µs) are per-candidate
+constants fitted to GPU timings of the candidates on a spread of shapes
+(``benchmarks/select_sweep.py``), and shipped as data per GPU
+(``autokernel/configs/<device>.select.json``). Occupancy follows from each candidate's
+shared memory and warps. Tuned configs from a best-config file enter as candidates too,
+scored with the constants of the candidate that runs the same kernel with the same tile.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from autokernel.candidates import CANDIDATES
+from autokernel.config import KernelConfig, _cdiv, _next_pow2
+
+SMEM_PER_SM = 233472
+"""Shared memory per SM on Hopper (228 KiB); one program may take at most 227 KiB."""
+WARPS_PER_SM = 64
+
+
+def tma_aligned(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> bool:
+    """Whether the TMA kernel can take the operands as ``Problem.make_inputs`` and
+    nn.Linear store them (rows of A, B and C multiples of 16 bytes)."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return False
+    a_row = m if layout[0] == "t" else k
+    b_row = k if layout[1] == "t" else n
+    return all(size * dtype.itemsize % 16 == 0 for size in (a_row, b_row, n))
+
+
+def why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int) -> str | None:
+    """Why candidate ``config`` is not considered for M x N x K, or None.
+
+    Looser than the tuner's space: a candidate is dropped only where it cannot run as
+    itself (no TMA descriptor, nothing to split) or computes mostly padding."""
+    if config.variant == "tma" and not tma:
+        return "no TMA descriptor for these operands"
+    floor = 16 if m <= 64 else 32 if m <= 128 else 64
+    if config.block_m < floor:
+        return f"block_m={config.block_m} is too thin for M={m}"
+    if config.block_m > max(16, _next_pow2(max(m, 1))):
+        return f"block_m={config.block_m} exceeds M={m}"
+    if config.block_n > max(16, _next_pow2(max(n, 1))):
+        return f"block_n={config.block_n} exceeds N={n}"
+    if config.block_k > max(16, _next_pow2(max(k, 1))):
+        return f"block_k={config.block_k} exceeds K={k}"
+    if config.split_k > 1 and k // config.split_k < 2 * config.block_k:
+        return f"split_k={config.split_k} leaves K slices shorter than two block_k steps"
+    if config.split_k > 1 and _cdiv(m, config.block_m) * _cdiv(n, config.block_n) >= programs:
+        return "the output tiles alone fill the SMs: nothing to gain from split-K"
+    if config.stream_k:
+        tiles = _cdiv(m, config.block_m) * _cdiv(n, config.block_n)
+        if _cdiv(k, config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
+            return "stream-K needs at least one full wave and a partial one"
+    return None
+
+
+# ---- the model -------------------------------------------------------------------------
+
+SMOOTH_P = 3.0
+"""The smooth maximum of the compute and memory terms: (x^p + y^p)^(1/p)."""
+COPY_BANDWIDTH = 3.0e12
+"""Bytes per second of a device-to-device copy (read + write) on the H100; the memory
+term's efficiency constant e_c is relative to it."""
+
+
+def kernel_kind(config: KernelConfig, tma: bool) -> str:
+    """Which kernel a config runs: "splitk", "streamk", "tma" or "grouped" (``tma``: whether
+    the TMA kernel can take these operands on this GPU, for "auto" and "tma")."""
+    if config.split_k > 1:
+        return "splitk"
+    if config.stream_k:
+        return "streamk"
+    if config.variant != "grouped" and tma:
+        return "tma"
+    return "grouped"
+
+
+def occupancy(config: KernelConfig, dtype: torch.dtype) -> int:
+    """Programs of ``config`` that fit on one SM at once: by shared memory, warps and the
+    accumulator's registers (the persistent TMA kernel launches one per SM regardless)."""
+    smem = max(config.shared_memory_bytes(dtype), 1)
+    warps = config.num_warps * (3 if config.warp_specialize else 1)
+    regs = min(255, config.block_m * config.block_n // (32 * config.num_warps) + 64)
+    return max(1, min(SMEM_PER_SM // (smem + 1024), WARPS_PER_SM // warps, 65536 // (regs * 32 * config.num_warps)))
+
+
+def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
+             programs: int) -> tuple[float, float, float]:
+    """(waves, K per program, bytes): what the model's constants multiply. ``tma``: whether
+    the TMA kernel can take the operands."""
+    kind = kernel_kind(config, tma)
+    tiles = _cdiv(m, config.block_m) * _cdiv(n, config.block_n)
+    split = config.split_k
+    units = tiles * split
+    k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k
+    if kind == "streamk":
+        waves = units / programs
+    elif kind == "tma":
+        waves = float(_cdiv(units, programs))
+    else:
+        waves = float(_cdiv(units, programs * occupancy(config, dtype)))
+    elem = dtype.itemsize
+    nbytes = (m * k + k * n + m * n) * elem
+    if split > 1:
+        nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
+    return waves, float(k_per), float(nbytes)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """A candidate's fitted constants: per-tile fixed µs, µs per tile per unit of K, the
+    fraction of copy bandwidth reached, and fixed µs per call."""
+
+    a: float
+    b: float
+    e: float
+    d: float
+
+    def predict_us(self, waves: float, k_per: float, nbytes: float) -> float:
+        compute = waves * (self.a + self.b * k_per)
+        memory = nbytes / (COPY_BANDWIDTH * self.e) * 1e6
+        return (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + self.d
+
+
+def config_id(config: KernelConfig) -> str:
+    """A config's key in a selector file: its JSON, every field shown."""
+    return config.to_json()
+
+
+def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) -> dict[str, Constants]:
+    """Constants per config from sweep rows (``benchmarks/select_sweep.py``: m, n, k, dtype,
+    layout, config as a dict, gpu_ms), by least squares on log time with torch's Adam.
+
+    A config needs 4 successful rows to get constants. The constants of every config are
+    pulled gently towards the mean of its kernel kind, so that a config timed on few
+    shapes does not fit noise."""
+    from autokernel.problem import DTYPES
+
+    data: list[tuple[int, tuple[float, float, float]]] = []
+    index: dict[str, int] = {}
+    kinds: list[str] = []
+    per: dict[str, list] = {}
+    for row in rows:
+        if row.get("config") is None or not row.get("gpu_ms") or row.get("status", "success") != "success":
+            continue
+        config = KernelConfig.from_dict(row["config"])
+        per.setdefault(config_id(config), []).append((config, row))
+    for key, items in per.items():
+        if len(items) < 4:
+            continue
+        index[key] = len(index)
+        config = items[0][0]
+        kinds.append(kernel_kind(config, True))
+        for _, row in items:
+            dtype = DTYPES[row["dtype"]]
+            tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
+            f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
+            data.append((index[key], (f[0], f[1], f[2], row["gpu_ms"] * 1e3)))
+    if not data:
+        return {}
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.tensor([i for i, _ in data])
+    x = torch.tensor([v for _, v in data], dtype=torch.float64)
+    waves, k_per, nbytes, t = x.unbind(1)
+    n_cfg = len(index)
+    theta = torch.zeros(n_cfg, 4, dtype=torch.float64)
+    theta[:, 0] = math.log(2.0)
+    theta[:, 1] = math.log(0.01)
+    theta[:, 2] = 1.0
+    theta[:, 3] = math.log(3.0)
+    theta += 0.01 * torch.randn(theta.shape, generator=g, dtype=torch.float64)
+    theta.requires_grad_(True)
+    kind_ids = {kind: i for i, kind in enumerate(sorted(set(kinds)))}
+    kind_of = torch.tensor([kind_ids[kind] for kind in kinds])
+    opt = torch.optim.Adam([theta], lr=0.05)
+    for step in range(steps):
+        opt.zero_grad()
+        a, b, e, d = theta[idx, 0].exp(), theta[idx, 1].exp(), torch.sigmoid(theta[idx, 2]), theta[idx, 3].exp()
+        compute = waves * (a + b * k_per)
+        memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
+        pred = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + d
+        loss = ((pred.log() - t.log()) ** 2).mean()
+        means = torch.zeros(len(kind_ids), 4, dtype=torch.float64).index_add(0, kind_of, theta)
+        counts = torch.zeros(len(kind_ids), dtype=torch.float64).index_add(0, kind_of, torch.ones(n_cfg, dtype=torch.float64))
+        prior = ((theta - (means / counts[:, None])[kind_of]) ** 2).mean()
+        (loss + 1e-3 * prior).backward()
+        opt.step()
+        if step == steps * 2 // 3:
+            for group in opt.param_groups:
+                group["lr"] = 0.01
+    theta = theta.detach()
+    return {key: Constants(a=float(theta[i, 0].exp()), b=float(theta[i, 1].exp()),
+                           e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()))
+            for key, i in index.items()}
+
+
+# ---- choosing --------------------------------------------------------------------------
+
+DEFAULT_MARGIN = 0.03
+"""The default config is replaced only by a config predicted this much faster: the model's
+errors are a few per cent (median 7 % on the H100 sweep), and within them the default,
+which many shapes were read for, is the safer choice. 10-fold cross-validation on the H100
+sweep: 0.03 gave the best geomean of pick over the sweep's best (docs/selector.md)."""
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Model:
+    """The fitted constants of one GPU: per config (by ``config_id``), and the SM count
+    they were fitted for."""
+
+    device: str
+    programs: int
+    constants: dict[str, Constants]
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps({"schema": SCHEMA, "device": self.device, "programs": self.programs,
+                           "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}},
+                          indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "selector file") -> "Model":
+        import json
+
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA:
+                raise ValueError(f"schema {data.get('schema')!r}, this autokernel reads {SCHEMA}")
+            constants = {KernelConfig.model_validate_json(key).to_json(): Constants(*map(float, values))
+                         for key, values in data["constants"].items()}
+            return cls(str(data["device"]), int(data["programs"]), constants)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
+
+    @functools.cached_property
+    def _by_tile(self) -> dict[tuple, list[tuple[KernelConfig, Constants]]]:
+        out: dict[tuple, list] = {}
+        for key, c in self.constants.items():
+            config = KernelConfig.model_validate_json(key)
+            out.setdefault((kernel_kind(config, True), config.block_m, config.block_n), []).append((config, c))
+        return out
+
+    def constants_for(self, config: KernelConfig, tma: bool) -> tuple[Constants, KernelConfig] | None:
+        """The constants to score ``config`` with, and whose they are: its own where it was
+        fitted, else those of the fitted config nearest to it that runs the same kernel
+        with the same tile; None where there is none."""
+        own = self.constants.get(config_id(config))
+        if own is not None and (kernel_kind(config, tma) == kernel_kind(config, True)):
+            return own, config
+        kind = kernel_kind(config, tma)
+        same = self._by_tile.get((kind, config.block_m, config.block_n))
+        if not same:
+            return None
+
+        def distance(item) -> tuple:
+            other = item[0]
+            return (other.split_k != config.split_k, abs(math.log2(other.block_k / config.block_k)),
+                    other.num_warps != config.num_warps, abs(other.num_stages - config.num_stages),
+                    other.tma_options() != config.tma_options(), other.group_m != config.group_m)
+
+        other, c = min(same, key=distance)
+        return c, other
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A config the selector considered: where it came from, its predicted µs, and whose
+    constants scored it."""
+
+    config: KernelConfig
+    source: str
+    predicted_us: float | None
+    scored_as: KernelConfig | None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The selector's answer: the winner, why, and everything it ranked (fastest first)."""
+
+    config: KernelConfig
+    source: str
+    reason: str
+    ranked: tuple[Scored, ...]
+
+
+def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
+           tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True,
+           margin: float = DEFAULT_MARGIN) -> Choice:
+    """The config to launch for M x N x K, by the model: the candidates that apply
+    (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
+    default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
+    left out. The fastest predicted wins, unless it beats the default's prediction by
+    less than ``margin``."""
+    pool: list[tuple[KernelConfig, str]] = [(default, "default")]
+    pool += [(c, where) for c, where in tuned]
+    pool += [(c, "candidate") for c in CANDIDATES if why_not(c, m, n, k, tma, model.programs) is None]
+    seen: set[KernelConfig] = set()
+    scored: list[Scored] = []
+    for config, source in pool:
+        if config in seen or not fits(config):
+            continue
+        seen.add(config)
+        found = model.constants_for(config, tma)
+        if found is None:
+            scored.append(Scored(config, source, None, None))
+            continue
+        constants, scored_as = found
+        waves, k_per, nbytes = features(config, m, n, k, dtype, tma, model.programs)
+        scored.append(Scored(config, source, constants.predict_us(waves, k_per, nbytes), scored_as))
+    ranked = tuple(sorted(scored, key=lambda s: (s.predicted_us is None, s.predicted_us or 0.0)))
+    default_entry = next((s for s in scored if s.config == default), None)
+    best = ranked[0] if ranked and ranked[0].predicted_us is not None else None
+    if best is None:
+        if default_entry is None:
+            raise ValueError("no config fits")  # the caller's fit rules shrink the default first
+        return Choice(default, "default", "no config could be scored", ranked)
+    if default_entry is not None and default_entry.predicted_us is not None and best.config != default:
+        if best.predicted_us > default_entry.predicted_us * (1 - margin):
+            return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
+                          f"{margin:.0%} of the default's", ranked)
+    if best.config == default:
+        return Choice(default, "default", "the default is predicted fastest", ranked)
+    return Choice(best.config, "selected" if best.source == "candidate" else best.source,
+                  f"predicted {best.predicted_us:.1f} µs, the default {default_entry.predicted_us:.1f} µs"
+                  if default_entry is not None and default_entry.predicted_us is not None
+                  else f"predicted {best.predicted_us:.1f} µs", ranked)

@@ -1,0 +1,107 @@
+"""Fit the selector's model from sweep files and check it by cross-validation, on the CPU.
+
+    python3 benchmarks/fit_selector.py benchmarks/results/select_sweep_h100.jsonl \
+        --out autokernel/configs/nvidia-h100-80gb-hbm3.select.json --folds 10
+
+The sweep (``benchmarks/select_sweep.py``, on the GPU) timed every candidate on each shape.
+Cross-validation: the shapes are split into FOLDS groups; each group's shapes are picked for
+by a model fitted without them, and the pick's measured time is compared with the best
+measured candidate, the default config and cuBLAS of the same shape, timed side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import random
+import sys
+
+from autokernel import select
+from autokernel.config import KernelConfig, default_config
+from autokernel.problem import DTYPES
+
+
+def read_rows(paths: list[str]) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+def shape_key(row: dict) -> tuple:
+    return row["m"], row["n"], row["k"], row["dtype"], row["layout"], row["device"], row.get("sweep", 0)
+
+
+def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict, dict, float, select.Choice]:
+    """(picked row, default row, cuBLAS ms, choice) for one shape's rows."""
+    r0 = rows[0]
+    dtype = DTYPES[r0["dtype"]]
+    tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
+    measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
+    default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
+    choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default,
+                           fits=lambda c: c in measured, margin=margin)
+    cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
+    return measured[choice.config], measured[default], cublas, choice
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweeps", nargs="+")
+    ap.add_argument("--out", help="write the fitted model here")
+    ap.add_argument("--folds", type=int, default=10, help="cross-validation folds (0: none)")
+    ap.add_argument("--margin", type=float, default=select.DEFAULT_MARGIN)
+    ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
+    args = ap.parse_args(argv)
+    rows = read_rows(args.sweeps)
+    devices = sorted({r["device"] for r in rows})
+    if len(devices) != 1:
+        print(f"error: the sweeps hold several devices ({', '.join(devices)}); fit one at a time", file=sys.stderr)
+        return 2
+    by_shape = collections.defaultdict(list)
+    for row in rows:
+        by_shape[shape_key(row)].append(row)
+    if args.folds:
+        shapes = sorted(by_shape)
+        random.Random(0).shuffle(shapes)
+        results = []
+        for fold in range(args.folds):
+            held = shapes[fold::args.folds]
+            held_set = set(held)
+            model = select.Model(devices[0], args.programs,
+                                 select.fit([r for r in rows if shape_key(r) not in held_set], args.programs))
+            for key in held:
+                pick, default, cublas, choice = pick_for(model, by_shape[key], args.margin)
+                best = min(r["gpu_ms"] for r in by_shape[key] if r["config"] is not None and r.get("gpu_ms"))
+                results.append((key, best / pick["gpu_ms"], default["gpu_ms"] / pick["gpu_ms"],
+                                cublas / pick["gpu_ms"], cublas / default["gpu_ms"], cublas / best, choice.config.short()))
+        ratios = sorted(r[1] for r in results)
+        print(f"{len(results)} shapes, {args.folds}-fold cross-validation, margin {args.margin}")
+        print(f"pick / best measured: geomean {geomean(ratios):.3f}, median {ratios[len(ratios) // 2]:.3f}, "
+              f"worst {ratios[0]:.3f}, >= 0.90 on {sum(r >= 0.9 for r in ratios)} of {len(ratios)}")
+        vs_default = [r[2] for r in results]
+        print(f"pick / default: geomean {geomean(vs_default):.3f}, worst {min(vs_default):.3f}, "
+              f"more than 2 % slower on {sum(v < 0.98 for v in vs_default)}")
+        print(f"cuBLAS / pick {geomean(r[3] for r in results):.3f}, cuBLAS / default {geomean(r[4] for r in results):.3f}, "
+              f"cuBLAS / best measured {geomean(r[5] for r in results):.3f} (geomeans, GPU time)")
+        print("worst 10 (M N K dtype layout: pick/best, pick/default, cuBLAS/pick, pick):")
+        for key, r_best, r_def, r_cub, _, _, label in sorted(results, key=lambda r: r[1])[:10]:
+            print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]}: {r_best:.3f} {r_def:.3f} {r_cub:.3f} {label}")
+    if args.out:
+        model = select.Model(devices[0], args.programs, select.fit(rows, args.programs))
+        with open(args.out, "w") as f:
+            f.write(model.to_json())
+        print(f"wrote {args.out}: {len(model.constants)} configs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
