@@ -3,20 +3,22 @@
 A best-config file (JSON, ``BestFile``) holds, for one device, the fastest successful
 config of each problem the history has trials for, with its time and how it compares
 with torch. ``autokernel export-best`` writes one; ``autokernel.matmul`` and
-``autokernel.linear`` read them to pick a config when none is given, in this order:
+``autokernel.linear`` read them to pick a config when none is given (``resolve``):
 
-1. the file named by ``$AUTOKERNEL_CONFIG``;
-2. the file shipped for this GPU, ``autokernel/configs/<device_key(name)>.json``
+1. a tuned entry for exactly the problem, from the file named by ``$AUTOKERNEL_CONFIG``,
+   then from the file shipped for this GPU, ``autokernel/configs/<device_key(name)>.json``
    (e.g. ``nvidia-h100-80gb-hbm3.json``; package data, so an installed package has it);
+2. where a selector model is fitted for the GPU (``configs/selector/<device_key>.json``
+   or ``$AUTOKERNEL_SELECTOR``), the selector's choice (``autokernel.select``): it scores
+   its candidate configs, the tuned entries of shapes within 4x of this one in every
+   dimension (``within_reach``) and the default, and the fastest predicted wins. A
+   tuned entry of another shape is a candidate, never the answer by itself: a tile
+   tuned for one shape can be a poor one for another;
 3. ``default_config``.
 
 A file is used only for the device it was tuned on (device names compared through
-``device_key``). Within it the nearest entry of the same dtype and activation wins:
-the smallest ``shape_distance``, |log2 M - log2 M'| summed over M, N and K (a shape
-twice as large in one dimension is 1 away; the exact shape is 0), ties broken by
-a matching bias, then layout, then file order, among the entries within 4x of the shape
-in every dimension (``within_reach``). A file with no such entry of the dtype and
-activation passes the lookup on to the next source.
+``device_key``). ``lookup`` still answers the nearest entry of a file (the smallest
+``shape_distance``), for tools that ask what a file holds.
 
 Everything is cached: a file is read and validated once per process, and each
 (M, N, K, dtype, activation, bias, device) is resolved once, so a call costs one
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from autokernel import runtime
+from autokernel import runtime, select
 from autokernel.config import ConfigError, KernelConfig, default_config, one_line
 
 if TYPE_CHECKING:
@@ -364,17 +366,115 @@ def _lookup(m, n, k, dtype: str, activation: str, bias, layout, device: str) -> 
     return None
 
 
+SELECTOR_ENV = "AUTOKERNEL_SELECTOR"
+
+
+@functools.lru_cache(maxsize=None)
+def _model_cached(path: Path) -> "select.Model":
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read selector file {path}: {exc.strerror or exc}") from None
+    try:
+        return select.Model.from_json(text, str(path))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def selector_model(device: str) -> "select.Model | None":
+    """The selector's fitted model for ``device`` (a device name): the file named by
+    ``$AUTOKERNEL_SELECTOR``, else the one shipped for the GPU
+    (``autokernel/configs/selector/<device_key>.json``); None where neither is for it.
+    Looked up once per device and value of the variable (``clear_cache`` forgets it)."""
+    return _selector_model(device, os.environ.get(SELECTOR_ENV) or None)
+
+
+@functools.lru_cache(maxsize=16)
+def _selector_model(device: str, env: str | None) -> "select.Model | None":
+    if env:
+        model = _model_cached(Path(env))
+        if device_key(model.device) == device_key(device):
+            return model
+        _warn_once(f"${SELECTOR_ENV} ({env}) was fitted on {model.device}, not this {device}: not used")
+    shipped = SHIPPED_DIR / "selector" / f"{device_key(device)}.json"
+    return _model_cached(shipped) if shipped.is_file() else None
+
+
+def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, device: str) -> tuple[str, KernelConfig] | None:
+    """(where, config) of a tuned entry for exactly this problem, the bias too (any layout):
+    ``$AUTOKERNEL_CONFIG``'s first, then the shipped file's."""
+    return _exact_index(device, os.environ.get(CONFIG_ENV) or None).get((m, n, k, dtype, activation, bias))
+
+
+@functools.lru_cache(maxsize=16)
+def _exact_index(device: str, env: str | None) -> dict[tuple, tuple[str, KernelConfig]]:
+    index: dict[tuple, tuple[str, KernelConfig]] = {}
+    for where, found in _sources(device):
+        if not found.for_device(device):
+            _warn_once(f"{where} holds configs for {found.device}, not this {device}: not used")
+            continue
+        for e in found.entries:
+            index.setdefault((e.M, e.N, e.K, e.dtype, e.activation, e.bias), (where, e.config))
+    return index
+
+
+@functools.lru_cache(maxsize=64)
+def _tuned_shapes(dtype: str, activation: str, device: str) -> tuple[tuple[float, float, float, KernelConfig, str], ...]:
+    """(log2 M, log2 N, log2 K, config, where) of every tuned entry of this dtype and
+    activation for ``device``, from ``$AUTOKERNEL_CONFIG`` and the shipped file."""
+    out = []
+    for where, found in _sources(device):
+        if found.for_device(device):
+            label = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+            out += [(math.log2(max(e.M, 1)), math.log2(max(e.N, 1)), math.log2(max(e.K, 1)), e.config,
+                     f"{label}, {e.M}x{e.N}x{e.K}") for e in found.entries
+                    if e.dtype == dtype and e.activation == activation]
+    return tuple(out)
+
+
+def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) -> tuple[tuple[KernelConfig, str], ...]:
+    """The tuned configs of other shapes within reach (``within_reach``) of the same dtype
+    and activation, each with where it came from: candidates for the selector."""
+    lm, ln, lk = math.log2(max(m, 1)), math.log2(max(n, 1)), math.log2(max(k, 1))
+    reach = MAX_RATIO_LOG2
+    return tuple((config, where) for em, en, ek, config, where in _tuned_shapes(dtype, activation, device)
+                 if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
+
+
+def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
+           tma: bool = True, fits=lambda config: True, fits_key=None) -> "select.Choice | None":
+    """The selector's ranking for this problem on ``device`` (``autokernel explain`` prints
+    it), or None where no model is fitted for the GPU. ``fits`` filters configs that
+    cannot launch in the call's mode."""
+    name = runtime.device_name(device)
+    model = selector_model(name)
+    if model is None:
+        return None
+    dt = str(dtype).removeprefix("torch.")
+    return select.choose(model, m, n, k, dtype, tma=tma, default=default_config(m, n, k, dtype),
+                         tuned=_nearby(m, n, k, dt, activation, name), fits=fits, fits_key=fits_key)
+
+
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
 def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-            device: torch.device) -> tuple[KernelConfig, str]:
-    """(config, source): the config ``autokernel.matmul`` launches with when given none, a
-    tuned one (``lookup``) else ``default_config``, and where it came from: "env"
-    ($AUTOKERNEL_CONFIG), "shipped" (the file shipped for the GPU) or "default". A tuned
-    config that does not fit this device's shared memory falls back to the default with
-    one warning; a default that does not fit raises ConfigError. Cached per argument
-    tuple: the per-call cost is one hit."""
-    found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None,
-                    runtime.device_name(device))
+            device: torch.device, tma: bool = True) -> tuple[KernelConfig, str]:
+    """(config, source): the config ``autokernel.matmul`` launches with when given none,
+    and where it came from.
+
+    1. A tuned entry for exactly this problem: "env" ($AUTOKERNEL_CONFIG), else "shipped"
+       (the file shipped for the GPU).
+    2. Else, where a selector model is fitted for the GPU (``selector_model``), its choice
+       among the candidates, the tuned entries of nearby shapes and the default config
+       (``select.choose``): "selected", "default", or where a tuned entry of another shape
+       won, "env, MxNxK" / "shipped, MxNxK". ``tma``: whether the TMA kernel can take
+       the operands.
+    3. Else ``default_config``: "default".
+
+    A tuned config that does not fit this device's shared memory gives way with one
+    warning; configs that do not fit are never chosen; a default that does not fit raises
+    ConfigError. Cached per argument tuple: the per-call cost is one hit."""
+    name = runtime.device_name(device)
+    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, name)
     if found is not None:
         where, config = found
         try:
@@ -382,15 +482,26 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
             return config, "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
         except ConfigError as exc:
             _warn_once(f"{where}: {exc}; using the default config")
+
+    def fits(config: KernelConfig) -> bool:
+        try:
+            config.check_fits(dtype)
+        except ConfigError:
+            return False
+        return True
+
+    ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, runtime.shared_memory_limit()))
+    if ranked is not None:
+        return ranked.config, ranked.source
     config = default_config(m, n, k, dtype)
     config.check_fits(dtype)
     return config, "default"
 
 
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-                    device: torch.device) -> KernelConfig:
+                    device: torch.device, tma: bool = True) -> KernelConfig:
     """The config of ``resolve``, without its source."""
-    return resolve(m, n, k, dtype, activation, bias, device)[0]
+    return resolve(m, n, k, dtype, activation, bias, device, tma)[0]
 
 
 _warned: set[str] = set()
@@ -408,6 +519,10 @@ def clear_cache() -> None:
     from autokernel import api
 
     _load_cached.cache_clear()
+    _model_cached.cache_clear()
+    _selector_model.cache_clear()
+    _exact_index.cache_clear()
+    _tuned_shapes.cache_clear()
     resolve.cache_clear()
     _warned.clear()
     clear_launch_cache = getattr(api, "clear_launch_cache", None)

@@ -13,7 +13,7 @@ a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c
 fraction of the copy bandwidth the kernel reaches) and d_c (µs) are per-candidate
 constants fitted to GPU timings of the candidates on a spread of shapes
 (``benchmarks/select_sweep.py``), and shipped as data per GPU
-(``autokernel/configs/<device>.select.json``). Occupancy follows from each candidate's
+(``autokernel/configs/selector/<device>.json``). Occupancy follows from each candidate's
 shared memory and warps. Tuned configs from a best-config file enter as candidates too,
 scored with the constants of the candidate that runs the same kernel with the same tile.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -49,24 +49,32 @@ def why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: i
 
     Looser than the tuner's space: a candidate is dropped only where it cannot run as
     itself (no TMA descriptor, nothing to split) or computes mostly padding."""
+    return _why_not(config, m, n, k, tma, programs, max(16, _next_pow2(max(m, 1))),
+                    max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))))
+
+
+def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int,
+             m_cap: int, n_cap: int, k_cap: int) -> str | None:
+    """``why_not`` with each dimension's smallest covering tile (a power of two, >= 16) given."""
     if config.variant == "tma" and not tma:
         return "no TMA descriptor for these operands"
-    floor = 16 if m <= 64 else 32 if m <= 128 else 64
-    if config.block_m < floor:
-        return f"block_m={config.block_m} is too thin for M={m}"
-    if config.block_m > max(16, _next_pow2(max(m, 1))):
-        return f"block_m={config.block_m} exceeds M={m}"
-    if config.block_n > max(16, _next_pow2(max(n, 1))):
+    bm = config.block_m
+    if bm < (16 if m <= 64 else 32 if m <= 128 else 64):
+        return f"block_m={bm} is too thin for M={m}"
+    if bm > m_cap:
+        return f"block_m={bm} exceeds M={m}"
+    if config.block_n > n_cap:
         return f"block_n={config.block_n} exceeds N={n}"
-    if config.block_k > max(16, _next_pow2(max(k, 1))):
+    if config.block_k > k_cap:
         return f"block_k={config.block_k} exceeds K={k}"
-    if config.split_k > 1 and k // config.split_k < 2 * config.block_k:
-        return f"split_k={config.split_k} leaves K slices shorter than two block_k steps"
-    if config.split_k > 1 and _cdiv(m, config.block_m) * _cdiv(n, config.block_n) >= programs:
-        return "the output tiles alone fill the SMs: nothing to gain from split-K"
+    if config.split_k > 1:
+        if k // config.split_k < 2 * config.block_k:
+            return f"split_k={config.split_k} leaves K slices shorter than two block_k steps"
+        if -(-m // bm) * -(-n // config.block_n) >= programs:
+            return "the output tiles alone fill the SMs: nothing to gain from split-K"
     if config.stream_k:
-        tiles = _cdiv(m, config.block_m) * _cdiv(n, config.block_n)
-        if _cdiv(k, config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
+        tiles = -(-m // bm) * -(-n // config.block_n)
+        if -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
     return None
 
@@ -230,6 +238,7 @@ class Model:
     device: str
     programs: int
     constants: dict[str, Constants]
+    _prepared: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> str:
         import json
@@ -283,6 +292,18 @@ class Model:
 
 
 @dataclass(frozen=True)
+class _Prepared:
+    """A candidate with what scoring it needs that does not depend on the shape."""
+
+    config: KernelConfig
+    key: tuple
+    kind: str
+    occupancy: int
+    constants: Constants | None
+    scored_as: KernelConfig | None
+
+
+@dataclass(frozen=True)
 class Scored:
     """A config the selector considered: where it came from, its predicted µs, and whose
     constants scored it."""
@@ -295,52 +316,98 @@ class Scored:
 
 @dataclass(frozen=True)
 class Choice:
-    """The selector's answer: the winner, why, and everything it ranked (fastest first)."""
+    """The selector's answer: the winner, why, and everything it ranked (``ranked``,
+    fastest first; built when asked for: the launch path never asks)."""
 
     config: KernelConfig
     source: str
     reason: str
-    ranked: tuple[Scored, ...]
+    scores: tuple[tuple[float | None, _Prepared, str], ...] = field(repr=False)
+
+    @property
+    def ranked(self) -> tuple[Scored, ...]:
+        return tuple(Scored(p.config, source, us, p.scored_as) for us, p, source in self.scores)
+
+
+def _fields(config: KernelConfig) -> tuple:
+    """A config's field values: a key that compares and hashes far faster than the model."""
+    return tuple(config.__dict__.values())
+
+
+def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) -> _Prepared:
+    key = _fields(config)
+    memo = model._prepared.get((key, dtype.itemsize, tma))
+    if memo is None:
+        found = model.constants_for(config, tma)
+        memo = _Prepared(config, key, kernel_kind(config, tma), occupancy(config, dtype),
+                         found[0] if found else None, found[1] if found else None)
+        model._prepared[(key, dtype.itemsize, tma)] = memo
+    return memo
+
+
+def _predict(p: _Prepared, m: int, n: int, k: int, itemsize: int, programs: int) -> float | None:
+    """``features`` and ``Constants.predict_us`` on a prepared candidate, in plain arithmetic."""
+    if p.constants is None:
+        return None
+    c = p.config
+    split = c.split_k
+    units = -(-m // c.block_m) * -(-n // c.block_n) * split
+    k_per = -(-(-(-max(k, 1) // split)) // c.block_k) * c.block_k
+    if p.kind == "streamk":
+        waves = units / programs
+    elif p.kind == "tma":
+        waves = float(-(-units // programs))
+    else:
+        waves = float(-(-units // (programs * p.occupancy)))
+    nbytes = (m * k + k * n + m * n) * itemsize
+    if split > 1:
+        nbytes += 2 * m * n * 4 * split
+    return p.constants.predict_us(waves, float(k_per), float(nbytes))
 
 
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
-           tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True,
+           tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
            margin: float = DEFAULT_MARGIN) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
     left out. The fastest predicted wins, unless it beats the default's prediction by
-    less than ``margin``."""
-    pool: list[tuple[KernelConfig, str]] = [(default, "default")]
-    pool += [(c, where) for c, where in tuned]
-    pool += [(c, "candidate") for c in CANDIDATES if why_not(c, m, n, k, tma, model.programs) is None]
-    seen: set[KernelConfig] = set()
-    scored: list[Scored] = []
-    for config, source in pool:
-        if config in seen or not fits(config):
-            continue
-        seen.add(config)
-        found = model.constants_for(config, tma)
-        if found is None:
-            scored.append(Scored(config, source, None, None))
-            continue
-        constants, scored_as = found
-        waves, k_per, nbytes = features(config, m, n, k, dtype, tma, model.programs)
-        scored.append(Scored(config, source, constants.predict_us(waves, k_per, nbytes), scored_as))
-    ranked = tuple(sorted(scored, key=lambda s: (s.predicted_us is None, s.predicted_us or 0.0)))
-    default_entry = next((s for s in scored if s.config == default), None)
-    best = ranked[0] if ranked and ranked[0].predicted_us is not None else None
-    if best is None:
-        if default_entry is None:
+    less than ``margin``.
+
+    ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
+    the launch's mode); given, the candidates' answers are kept per key, so that a new
+    shape costs arithmetic only (tens of µs)."""
+    itemsize = dtype.itemsize
+    cache_key = (itemsize, tma, fits_key)
+    candidates = model._prepared.get(cache_key) if fits_key is not None else None
+    if candidates is None:
+        candidates = tuple(_prepare(model, c, dtype, tma) for c in CANDIDATES if fits(c))
+        if fits_key is not None:
+            model._prepared[cache_key] = candidates
+    pool: list[tuple[_Prepared, str]] = []
+    seen: set[tuple] = set()
+    for config, source in ((default, "default"), *tuned):
+        p = _prepare(model, config, dtype, tma)
+        if p.key not in seen and fits(config):
+            seen.add(p.key)
+            pool.append((p, source))
+    caps = (max(16, _next_pow2(max(m, 1))), max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))))
+    pool += [(p, "candidate") for p in candidates
+             if p.key not in seen and _why_not(p.config, m, n, k, tma, model.programs, *caps) is None]
+    programs = model.programs
+    scores = sorted(((_predict(p, m, n, k, itemsize, programs), p, source) for p, source in pool),
+                    key=lambda s: (s[0] is None, s[0] or 0.0))
+    scores = tuple(scores)
+    default_us = next((us for us, _, source in scores if source == "default"), None)
+    best_us, best, best_source = scores[0] if scores else (None, None, None)
+    if best_us is None:
+        if not any(source == "default" for _, _, source in scores):
             raise ValueError("no config fits")  # the caller's fit rules shrink the default first
-        return Choice(default, "default", "no config could be scored", ranked)
-    if default_entry is not None and default_entry.predicted_us is not None and best.config != default:
-        if best.predicted_us > default_entry.predicted_us * (1 - margin):
-            return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
-                          f"{margin:.0%} of the default's", ranked)
-    if best.config == default:
-        return Choice(default, "default", "the default is predicted fastest", ranked)
-    return Choice(best.config, "selected" if best.source == "candidate" else best.source,
-                  f"predicted {best.predicted_us:.1f} µs, the default {default_entry.predicted_us:.1f} µs"
-                  if default_entry is not None and default_entry.predicted_us is not None
-                  else f"predicted {best.predicted_us:.1f} µs", ranked)
+        return Choice(default, "default", "no config could be scored", scores)
+    if best_source == "default":
+        return Choice(default, "default", "the default is predicted fastest", scores)
+    if default_us is not None and best_us > default_us * (1 - margin):
+        return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
+                      f"{margin:.0%} of the default's", scores)
+    reason = f"predicted {best_us:.1f} µs" + (f", the default {default_us:.1f} µs" if default_us is not None else "")
+    return Choice(best.config, "selected" if best_source == "candidate" else best_source, reason, scores)

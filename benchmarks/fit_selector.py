@@ -1,7 +1,7 @@
 """Fit the selector's model from sweep files and check it by cross-validation, on the CPU.
 
     python3 benchmarks/fit_selector.py benchmarks/results/select_sweep_h100.jsonl \
-        --out autokernel/configs/nvidia-h100-80gb-hbm3.select.json --folds 10
+        --out autokernel/configs/selector/nvidia-h100-80gb-hbm3.json --folds 10
 
 The sweep (``benchmarks/select_sweep.py``, on the GPU) timed every candidate on each shape.
 Cross-validation: the shapes are split into FOLDS groups; each group's shapes are picked for

@@ -1,14 +1,21 @@
 """Time every selector candidate on a spread of GEMM shapes, side by side with cuBLAS: the data
-the selector's model is fitted from (``autokernel select-fit``). On the GPU machine:
+the selector's model is fitted from (benchmarks/fit_selector.py), and the check of what
+``autokernel.matmul`` picks. On the GPU machine:
 
     python3 benchmarks/select_sweep.py --out sweep.jsonl [--n 120] [--seed 7] [--time-budget 480]
+    python3 benchmarks/select_sweep.py --shapes configs/shapes/broad.csv --out broad.jsonl
 
 Shapes are drawn as real models' linear layers look (M tokens log-uniform from 1 to 16384,
 N and K model widths, float16/bfloat16, mostly the nn.Linear layout), with a fixed seed, and
-capped at 4 TFLOP per call so that a sweep fits one device call. Per shape: each candidate
-that applies (``autokernel.select.why_not``), plus the default config, is checked once against
-a float32 reference, then all are timed together with cuBLAS by ``timing.race`` (CUDA graphs
-interleaved, GPU time per call). One JSON line per (shape, config), flushed as measured.
+capped at 4 TFLOP per call so that a sweep fits one device call. With --shapes, the problems of a
+shapes file instead (bias and activation included). Per shape: each candidate that applies
+(``autokernel.select.why_not``), the default config, the config ``autokernel.matmul`` picks
+(``pick``) and the one the previous rule picked (``previous``: the nearest shipped entry
+within 4x, else the default) are checked once against a float32 reference, then all are
+timed together with torch (cuBLAS, and the activation eagerly where there is one) by
+``timing.race`` (CUDA graphs interleaved, GPU time per call). One JSON line per (shape,
+config), flushed as measured; a row's ``roles`` says which of default, pick and previous
+it is.
 """
 
 from __future__ import annotations
@@ -23,13 +30,14 @@ import time
 
 import torch
 
-from autokernel import matmul, runtime
+from autokernel import api, best, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config
-from autokernel.evaluate import reference
+from autokernel.evaluate import reference, torch_function
 from autokernel.problem import Problem
 from autokernel.select import tma_aligned, why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
+from autokernel.tuning.shapes import read_shapes
 
 WIDTHS_ODD = [576, 1000, 1536, 2304, 2816, 3584, 4608, 5120, 6912, 8960, 13824, 18944, 28672]
 MAX_FLOP = 4e12
@@ -54,7 +62,7 @@ def draw_shapes(n: int, seed: int) -> list[Problem]:
 
 
 def _call(sets, fn):
-    """``fn(a, b, out)`` on the next input set at each call."""
+    """``fn(a, b, bias, out)`` on the next input set at each call."""
     cycle = itertools.cycle(sets)
 
     def call():
@@ -63,28 +71,39 @@ def _call(sets, fn):
     return call
 
 
+def previous_pick(p: Problem):
+    """The config the previous rule launched: the shipped entry nearest to the shape within
+    4x in each dimension (same dtype and activation), else the default config."""
+    path = best.SHIPPED_DIR / f"{best.device_key(runtime.device_name())}.json"
+    entry = best.load(path).nearest(p.m, p.n, p.k, p.dtype, p.activation, p.bias, p.layout) if path.is_file() else None
+    return entry.config if entry is not None else default_config(p.m, p.n, p.k, p.torch_dtype)
+
+
 def sweep_problem(p: Problem, limit: int) -> list[dict]:
     tma = runtime.has_tma() and tma_aligned(p.m, p.n, p.k, p.torch_dtype, p.layout)
     configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count()) is None
                and c.shared_memory_bytes(p.torch_dtype) <= limit]
-    default = default_config(p.m, p.n, p.k, p.torch_dtype)
-    if default not in configs:
-        configs.append(default)
     dev = torch.device("cuda")
 
     def make(i: int):
-        a, b, _ = p.make_inputs(dev, seed=1000 + i)
-        return a, b, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
+        a, b, bias = p.make_inputs(dev, seed=1000 + i)
+        return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
 
     sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
-    a0, b0, _ = sets[0]
-    ref = reference(a0, b0, None, "none")
+    a0, b0, bias0, _ = sets[0]
+    roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
+             "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev)}
+    for config in roles.values():
+        if config not in configs:
+            configs.append(config)
+    ref = reference(a0, b0, bias0, p.activation)
     rows, fns, timed = [], [], []
     for config in configs:
         row = {**p.to_dict(), "config": json.loads(config.to_json()), "label": config.short(),
-               "default": config == default, "status": "success"}
+               "default": config == roles["default"], "roles": [r for r, c in roles.items() if c == config],
+               "status": "success"}
         try:
-            out = matmul(a0, b0, config=config)
+            out = matmul(a0, b0, bias0, p.activation, config=config)
             torch.cuda.synchronize()
             err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
             row["rel_error"] = err
@@ -94,10 +113,15 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
             row["status"], row["error"] = type(exc).__name__, str(exc).splitlines()[0][:200]
         rows.append(row)
         if row["status"] == "success":
-            fns.append(_call(sets, lambda a, b, out, config=config: matmul(a, b, config=config, out=out)))
+            fns.append(_call(sets, lambda a, b, bias, out, config=config:
+                             matmul(a, b, bias, p.activation, config=config, out=out)))
             timed.append(row)
-    fns.append(_call(sets, lambda a, b, out: torch.mm(a, b, out=out)))
-    cublas = {**p.to_dict(), "config": None, "label": "cublas", "default": False, "status": "success"}
+    if p.activation == "none" and not p.bias:
+        fns.append(_call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out)))
+    else:
+        eager = torch_function(p)
+        fns.append(_call(sets, lambda a, b, bias, out: eager(a, b, bias)))
+    cublas = {**p.to_dict(), "config": None, "label": "cublas", "default": False, "roles": [], "status": "success"}
     ms = race(fns, rounds=10, segment_ms=1.0)
     for row, t in zip(timed + [cublas], ms):
         row["gpu_ms"] = t
@@ -107,6 +131,7 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", help="a shapes file (CSV or JSON) to measure instead of drawn shapes")
     ap.add_argument("--n", type=int, default=120)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip", type=int, default=0, help="skip the first SKIP drawn shapes (continue a sweep)")
@@ -119,7 +144,8 @@ def main(argv=None) -> int:
     start = time.monotonic()
     device = runtime.device_name()
     with open(args.out, "a") as f:
-        for i, p in enumerate(draw_shapes(args.n, args.seed)[args.skip:], start=args.skip):
+        problems = read_shapes(args.shapes) if args.shapes else draw_shapes(args.n, args.seed)
+        for i, p in enumerate(problems[args.skip:], start=args.skip):
             if time.monotonic() - start > args.time_budget:
                 print(f"time budget spent after {i} shapes", file=sys.stderr)
                 break
@@ -131,10 +157,12 @@ def main(argv=None) -> int:
             ok = [r for r in rows if r.get("gpu_ms") and r["label"] != "cublas"]
             best = min(ok, key=lambda r: r["gpu_ms"])
             cub = next(r["gpu_ms"] for r in rows if r["label"] == "cublas")
-            dflt = next((r["gpu_ms"] for r in ok if r["default"]), float("nan"))
+            role = {r: next((x["gpu_ms"] for x in ok if r in x["roles"]), float("nan"))
+                    for r in ("default", "pick", "previous")}
             bad = [r["label"] for r in rows if r["status"] != "success"]
-            print(f"{i:3d} {p.label():40s} n={len(rows) - 1:2d} best {best['label']:32s} "
-                  f"cublas/best {cub / best['gpu_ms']:.3f} cublas/default {cub / dflt:.3f} "
+            print(f"{i:3d} {p.label():40s} n={len(rows) - 1:2d} best {best['label']:32s} torch/best "
+                  f"{cub / best['gpu_ms']:.3f} torch/default {cub / role['default']:.3f} torch/pick "
+                  f"{cub / role['pick']:.3f} torch/previous {cub / role['previous']:.3f} "
                   f"{time.monotonic() - t0:.1f}s {('FAILED ' + ', '.join(bad)) if bad else ''}")
     return 0
 
