@@ -517,20 +517,28 @@ def shapes(
     dtype: Annotated[str | None, typer.Option("--dtype", "-d", help="Override the parameters' dtype.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write a .json or .csv file instead of JSON on stdout.")] = None,
 ) -> None:
-    """List the Linear GEMMs of a torch model as a shapes file for `autokernel loop --shapes`."""
+    """List the GEMMs that autokernel.nn.swap_linear runs in a torch model (each with the
+    activation it fuses) as a shapes file for `autokernel loop --shapes`. The factory's
+    module is imported from the current directory first, as `python -m` does."""
+    import os
+    import sys
+
     from autokernel.tuning.shapes import model_shapes, write_shapes
 
     if tokens < 1:
         fail(f"--tokens must be >= 1, got {tokens}")
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
     with user_errors():
-        rows = model_shapes(model, tokens, dtype)
+        rows, notes = model_shapes(model, tokens, dtype)
+    for line in notes:
+        note(line)
     try:
         text = write_shapes(rows, output)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     if output is None:
-        import sys
-
         sys.stdout.write(text)
     else:
         err_console.print(f"{len(rows)} GEMM shape(s) written to {output}", highlight=False)
