@@ -182,6 +182,22 @@ def check_repeat(repeat: int | None) -> None:
         fail(f"--repeat must be >= 1, got {repeat}")
 
 
+def matmul_config(problem: Any) -> tuple[Any, str]:
+    """(config, source): what ``autokernel.matmul`` launches ``problem`` with when given no
+    config (``autokernel.best.resolve``): a tuned one from $AUTOKERNEL_CONFIG ("env") or
+    the file shipped for this GPU ("shipped"), else default_config ("default"). Every
+    command measures and checks this one unless told otherwise; a tuned-config file that
+    can't be read is one line and exit 2, before any work."""
+    from autokernel import best, runtime
+    from autokernel.config import ConfigError
+
+    try:
+        return best.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
+                            runtime.kernel_device())
+    except ConfigError as exc:
+        fail(str(exc))
+
+
 def load_best(path: str | None) -> Any:
     """The BestFile named by --best (None without one); a file that isn't one is a one-line exit 2.
     A file tuned on another GPU is used with a warning: --best asks for its configs."""

@@ -28,6 +28,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     history_store,
+    matmul_config,
     note,
     print_json,
     print_table,
@@ -204,6 +205,8 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
         store = history_store(history)
         if plot is not None:
             _check_plot_path(plot)
+        # what autokernel.matmul runs here now, for the summary; a broken tuned-config file stops the run first
+        picked = {} if options.replay is not None else {p: matmul_config(p) for p in problems}
     run_id = start_run(store)
     results: list[dict[str, Any]] = []
     evaluator = workers
@@ -225,8 +228,9 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
                 stop = dataclasses.replace(stop, time_budget_s=left)
             with user_errors():
                 strategy = _strategy(options, proposals)
-            results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
-                                     stop, quiet=json_out))
+            outcome = _tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
+                                stop, quiet=json_out)
+            results.append({**outcome, "matmul": picked.get(problem)})
     finally:
         if evaluator is not None:
             evaluator.close()
@@ -392,6 +396,13 @@ def _render(outcome: dict) -> None:
     elif baseline is not None:
         line += f" · cuBLAS {baseline.status}: {baseline.error}"
     console.print(line, highlight=False)
+    if outcome.get("matmul") is not None:
+        config, source = outcome["matmul"]
+        if config == best["config"]:
+            console.print(f"autokernel.matmul runs the winner here already ({source})", highlight=False)
+        else:
+            console.print(f"autokernel.matmul runs {config.short()} ({source}) here; for the winner: "
+                          "autokernel export-best -o best.json, then AUTOKERNEL_CONFIG=best.json", highlight=False)
 
 
 def _to_json(outcome: dict) -> dict:
@@ -407,6 +418,8 @@ def _to_json(outcome: dict) -> dict:
         "confirmation": result.confirmation, "reused_readings": outcome.get("reused", 0),
         "generations": [g.to_dict() for g in result.generations], "best": best,
         "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
+        "matmul_config": None if outcome.get("matmul") is None else {
+            "config": outcome["matmul"][0].model_dump(), "source": outcome["matmul"][1]},
     }
 
 
