@@ -115,10 +115,21 @@ def run_fuse_bench(problem: Problem, *, compile_: bool, picked: tuple[KernelConf
 
 def _label(row: FuseRow) -> str:
     kind = {"eager": "torch eager", "cublaslt": "cuBLASLt epilogue", "max-autotune": "torch.compile max-autotune"}
+    from autokernel import runtime
+
+    if runtime.INTERPRETER:  # torch on the CPU: no cuBLASLt there
+        kind["cublaslt"] = "torch _addmm_activation (CPU)"
     if row.name in kind:
         return kind[row.name]
     source = "--best" if row.name == "tuned" else row.name
     return f"triton {row.trial.config.short()} ({source})"
+
+
+def _megabytes(n: int | None) -> str:
+    """Bytes as MB to 3 significant digits: 16 KB is 0.0164, not 0.0."""
+    if n is None:
+        return "-"
+    return "0" if n == 0 else f"{n / 1e6:.3g}"
 
 
 def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> None:
@@ -136,7 +147,7 @@ def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> Non
             verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {escape(t.error or '')}"
             table.add_row(problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
                           fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-",
-                          fmt(None if row.extra_bytes is None else row.extra_bytes / 1e6, 1), fmt(t.max_abs_diff),
+                          _megabytes(row.extra_bytes), fmt(t.max_abs_diff),
                           verdict)
         table.add_section()
     print_table(table)

@@ -53,7 +53,7 @@ StrategyOpt = Annotated[
                                          "optuna, random, grid or llm.")
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed the strategy, for reproducible runs.")]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best time so far per trial) to this PNG.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best TFLOP/s so far per trial) to this PNG.")]
 ReplayOpt = Annotated[
     Path | None, typer.Option("--replay", help="Answer from a recorded sweep (a history CSV) instead of running kernels.")
 ]
@@ -313,7 +313,9 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
         if trial.ok and trial.rank_ms is not None:
             best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
         best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
-        progress.update(task, advance=1, description=f"{problem.label()} · {strategy.name} · {best}")
+        done = progress.tasks[0].completed + 1  # the tuner's re-timings count too: the total grows to them
+        progress.update(task, completed=done, total=max(done, progress.tasks[0].total or 0),
+                        description=f"{problem.label()} · {strategy.name} · {best}")
 
     counted = (getattr(evaluator, "reused", 0), getattr(evaluator, "measured", 0))
     with progress:
@@ -389,12 +391,15 @@ def _render(outcome: dict) -> None:
         return
     line = f"winner {best['config'].short()}: {fmt(best['rank_ms'])} ms ranked"
     if best["ms"] is not None:
-        line += f" (median {fmt(best['ms'])} ms, GPU {fmt(best['gpu_ms'])} ms)"
+        gpu = f", GPU {fmt(best['gpu_ms'])} ms" if best["gpu_ms"] is not None else ""
+        line += f" (median {fmt(best['ms'])} ms{gpu})"
+    # the interpreter's baseline is torch on the CPU, not cuBLAS
+    rival = "torch (CPU)" if baseline is not None and baseline.timing == "interpreter" else "cuBLAS"
     if baseline is not None and baseline.ok:
         speedup = _speedup(result, baseline)
-        line += f" · cuBLAS {fmt(baseline.ms)} ms" + (f" · speedup {speedup:.2f}x" if speedup else "")
+        line += f" · {rival} {fmt(baseline.ms)} ms" + (f" · speedup {speedup:.2f}x" if speedup else "")
     elif baseline is not None:
-        line += f" · cuBLAS {baseline.status}: {baseline.error}"
+        line += f" · {rival} {baseline.status}: {baseline.error}"
     console.print(line, highlight=False)
     if outcome.get("matmul") is not None:
         config, source = outcome["matmul"]
@@ -426,10 +431,17 @@ def _to_json(outcome: dict) -> dict:
 def _check_plot_path(path: Path) -> None:
     if path.suffix.lower() != ".png":
         fail(f"--plot writes a PNG: give a path ending in .png, got {path}")
-    try:
+    if path.is_dir():
+        fail(f"--plot {path} is a directory: give the PNG file's path")
+    existed = path.exists()
+    try:  # before the run: a tune must not end in a plot it cannot write
         path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
     except OSError as exc:
         fail(f"cannot write --plot {path}: {exc.strerror}")
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def _write_plot(path: Path, results: list[dict]) -> None:
