@@ -183,10 +183,17 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
 def load(path: str | Path) -> BestFile:
     """Read and validate a best-config file; ConfigError (one line naming the file) if it
     can't be read or isn't one."""
+    if Path(path).is_dir():
+        raise ConfigError(f"best-config file {path} is a directory, not a file of `autokernel export-best`")
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read best-config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"best-config file {path} is not text: expected the JSON of `autokernel export-best`") from None
+    if not text.strip():
+        raise ConfigError(f"best-config file {path} is empty (a failed `autokernel export-best > file` leaves one): "
+                          "export it again")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

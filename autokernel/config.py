@@ -76,6 +76,15 @@ class KernelConfig(BaseModel):
     flatten: bool = False
     stream_k: bool = False
 
+    @field_validator("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k",
+                     "epilogue_subtile", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        # true is an int to pydantic's lax mode ("got 1"); as a tile size it is a mistake
+        if isinstance(v, bool):
+            raise ValueError(f"must be an integer, got {str(v).lower()}")
+        return v
+
     @field_validator("block_m", "block_n", "block_k")
     @classmethod
     def _check_block(cls, v: int) -> int:
@@ -214,16 +223,21 @@ class KernelConfig(BaseModel):
         source = text
         if not text.lstrip().startswith("{"):
             try:
+                if Path(text).is_dir():
+                    raise ConfigError(f"config file {text} is a directory: give a JSON file or a JSON object")
                 if Path(text).is_file():
                     source = Path(text).read_text()
             except OSError as exc:  # a name too long, a file we may not read
                 raise ConfigError(f"cannot read config file {text[:80]!r}: {exc.strerror}") from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"config file {text} is not text: expected a JSON object") from None
         try:
             data = json.loads(source)
         except json.JSONDecodeError as exc:
             if source is text and not text.lstrip().startswith(("{", "[")):
                 raise ConfigError(f"config file {text} does not exist (nor is it JSON)") from None
-            raise ConfigError(f"config is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+            where = "config" if source is text else f"config file {text}"
+            raise ConfigError(f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
         if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
             data = data["config"]  # accept an exported entry that wraps the config
         if not isinstance(data, dict):

@@ -6,7 +6,12 @@ state_dict keys and its repr are torch's own: a torch checkpoint loads as is.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
 import torch
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
 from autokernel.api import _check_config, _config_str, linear, normalize_activation
@@ -130,15 +135,100 @@ def _fusable(module: torch.nn.Module) -> tuple[str, float] | None:
     return None
 
 
+@dataclass(frozen=True)
+class LinearSite:
+    """One Linear GEMM of a model as ``swap_linear`` treats it (``linear_sites`` finds them).
+
+    path: the module path in the model ("" for the model itself); in_features,
+    out_features, bias, dtype: the layer's (dtype: its weight's). activation, slope: what
+    its kernel applies, an activation module fused from its ``nn.Sequential`` or an
+    autokernel Linear's own. fused: the path of that activation module, which
+    ``swap_linear`` replaces by ``nn.Identity`` (None if none). skipped: None for a layer
+    that runs on autokernel's kernels once swapped; else why torch runs it, and
+    ``swap_linear`` leaves it be.
+    """
+
+    path: str
+    in_features: int
+    out_features: int
+    bias: bool
+    dtype: torch.dtype
+    activation: str = "none"
+    slope: float = 0.01
+    fused: str | None = None
+    skipped: str | None = None
+
+
+SKIP_ATTENTION = "MultiheadAttention's projections: torch's attention reads their weights, not their forward"
+SKIP_SUBCLASS = "subclasses of torch.nn.Linear: swap_linear swaps torch.nn.Linear itself only"
+SKIP_LAZY = ("uninitialized LazyLinear: in_features unknown until the model has run once; "
+             "run an example input through it first")
+
+
+def linear_sites(model: torch.nn.Module, fuse_activations: bool = True) -> Iterator[LinearSite]:
+    """Every Linear GEMM of ``model``, in module order: those ``swap_linear`` runs on
+    autokernel's kernels (``skipped`` None) with the activation it fuses into each, and
+    those it leaves to torch (``skipped`` says why). ``swap_linear`` and
+    ``autokernel shapes`` both walk the model through this, so what is tuned is what runs."""
+    yield from _sites(model, "", fuse_activations)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _site(module: torch.nn.Linear, path: str, skipped: str | None = None) -> LinearSite:
+    own = isinstance(module, Linear)
+    return LinearSite(path, module.in_features, module.out_features, module.bias is not None, module.weight.dtype,
+                      module.activation if own else "none", module.slope if own else 0.01, skipped=skipped)
+
+
+def _attention_sites(mha: torch.nn.MultiheadAttention, path: str) -> Iterator[LinearSite]:
+    e, dtype = mha.embed_dim, mha.out_proj.weight.dtype
+    bias = mha.in_proj_bias is not None
+    if mha._qkv_same_embed_dim:  # one packed [3E, E] weight
+        yield LinearSite(_join(path, "in_proj"), e, 3 * e, bias, dtype, skipped=SKIP_ATTENTION)
+    else:
+        for name, dim in (("q_proj", e), ("k_proj", mha.kdim), ("v_proj", mha.vdim)):
+            yield LinearSite(_join(path, name), dim, e, bias, dtype, skipped=SKIP_ATTENTION)
+    yield _site(mha.out_proj, _join(path, "out_proj"), SKIP_ATTENTION)
+
+
+def _sites(module: torch.nn.Module, path: str, fuse: bool) -> Iterator[LinearSite]:
+    if isinstance(module, Linear) or type(module) is torch.nn.Linear:
+        yield _site(module, path)
+    elif isinstance(module, torch.nn.Linear) and isinstance(module, LazyModuleMixin) \
+            and module.has_uninitialized_params():
+        yield LinearSite(path, 0, module.out_features, module.bias is not None, module.weight.dtype,
+                         skipped=SKIP_LAZY)
+    elif isinstance(module, torch.nn.MultiheadAttention):
+        yield from _attention_sites(module, path)
+    else:
+        if isinstance(module, torch.nn.Linear):  # a subclass: its owner may read its weight directly
+            yield _site(module, path, SKIP_SUBCLASS)
+        children = list(module.named_children())
+        for i, (name, child) in enumerate(children):
+            for site in _sites(child, _join(path, name), fuse):
+                if (fuse and isinstance(module, torch.nn.Sequential) and site.path == _join(path, name)
+                        and site.skipped is None and site.activation == "none" and i + 1 < len(children)):
+                    after, act = children[i + 1]
+                    fused = _fusable(act)
+                    if fused is not None:
+                        site = replace(site, activation=fused[0], slope=fused[1], fused=_join(path, after))
+                yield site
+
+
 def swap_linear(model: torch.nn.Module, fuse_activations: bool = True) -> torch.nn.Module:
     """Replace, in place, every torch.nn.Linear of ``model`` by ``autokernel.nn.Linear``.
 
     The new modules share the old parameters, so optimizers and state_dicts are unchanged.
     Only modules whose type is exactly torch.nn.Linear are swapped (subclasses such as
     MultiheadAttention's out_proj are used by their owners through their weights, not
-    their forward). With ``fuse_activations``, a Linear followed inside an
+    their forward; an uninitialized LazyLinear is left, with a warning, until the model
+    has run once). With ``fuse_activations``, a Linear followed inside an
     ``nn.Sequential`` by ReLU, LeakyReLU, GELU or SiLU takes that activation into its
     kernel and the activation module becomes ``nn.Identity`` (state_dict keys keep).
+    ``linear_sites`` lists what this does without doing it.
 
     Returns:
         ``model``, for chaining; a bare torch.nn.Linear cannot change in place, so for
@@ -146,17 +236,25 @@ def swap_linear(model: torch.nn.Module, fuse_activations: bool = True) -> torch.
     """
     if type(model) is torch.nn.Linear:
         return Linear.from_linear(model)
-    for name, child in list(model.named_children()):
-        if type(child) is torch.nn.Linear:
-            setattr(model, name, Linear.from_linear(child))
-        else:
-            swap_linear(child, fuse_activations)
-    if fuse_activations and isinstance(model, torch.nn.Sequential):
-        names = [name for name, _ in model.named_children()]
-        for first, second in zip(names, names[1:]):
-            lin, act_module = getattr(model, first), getattr(model, second)
-            fused = _fusable(act_module)
-            if type(lin) is Linear and lin.activation == "none" and fused is not None:
-                lin.activation, lin.slope = fused
-                setattr(model, second, torch.nn.Identity())
+    sites = list(linear_sites(model, fuse_activations))  # walked before anything changes
+    lazy = [s.path for s in sites if s.skipped == SKIP_LAZY]
+    if lazy:
+        warnings.warn(f"swap_linear left {', '.join(lazy)} to torch: an uninitialized LazyLinear has no "
+                      "in_features until the model has run once; run an example input through it first",
+                      RuntimeWarning, stacklevel=2)
+    for site in sites:
+        if site.skipped is not None:
+            continue
+        module = model.get_submodule(site.path)
+        if type(module) is torch.nn.Linear:
+            _replace(model, site.path, Linear.from_linear(module, site.activation, site.slope))
+        elif site.fused is not None:  # already ours: it takes the activation that follows it
+            module.activation, module.slope = site.activation, site.slope
+        if site.fused is not None:
+            _replace(model, site.fused, torch.nn.Identity())
     return model
+
+
+def _replace(model: torch.nn.Module, path: str, new: torch.nn.Module) -> None:
+    parent, _, name = path.rpartition(".")
+    setattr(model.get_submodule(parent), name, new)

@@ -499,13 +499,15 @@ def plot_suite(results: list[ProblemResult], timer: str, title: str, path: str |
     return out
 
 
-def write_report(results_path: str | Path, out: str | Path, plots_dir: str | Path | None) -> tuple[Report, list[Path]]:
-    """Read a results file, write the markdown to ``out`` and one chart per suite to
-    ``plots_dir`` (none when it is None). Everything is computed before anything is written,
-    and the markdown is replaced atomically. ValueError for a bad results file; OSError when
-    an output cannot be written."""
+def write_report(results_path: str | Path, out: str | Path | None, plots_dir: str | Path | None) -> tuple[Report, list[Path]]:
+    """Read a results file, write the markdown to ``out`` (None: write none, the caller
+    prints ``Report.markdown``; charts are then linked from the current directory) and one
+    chart per suite to ``plots_dir`` (none when it is None). Everything is computed before
+    anything is written, and the markdown is replaced atomically. ValueError for a bad
+    results file; OSError when an output cannot be written."""
     rows = read_results(results_path)
-    out = Path(out)
+    to_file = out is not None
+    out = Path(out if to_file else "report.md")
     plot_paths = {}
     if plots_dir is not None:
         names = {}
@@ -518,6 +520,8 @@ def write_report(results_path: str | Path, out: str | Path, plots_dir: str | Pat
     device = _distinct(rows, "device")
     written = [plot_suite(report.suites[s], report.timer, f"{s} · {device[0] if device else ''}", p)
                for s, p in plot_paths.items() if s in report.suites]
+    if not to_file:
+        return report, written
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(report.markdown)

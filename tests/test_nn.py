@@ -196,3 +196,40 @@ def test_compiled_linear_edges_match_eager():
     x = torch.randn(3, 8)
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(old, backend="aot_eager")(x), layer(x))
+
+
+def test_linear_sites_is_what_swap_linear_does():
+    """The walk that `autokernel shapes` lists: each site it runs is swapped with that
+    activation, each activation it fuses becomes Identity, each one it skips is left."""
+    from autokernel.nn import linear_sites
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(),
+        torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
+        torch.nn.MultiheadAttention(16, 2, kdim=8, vdim=4),
+        torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.LeakyReLU(0.3)),
+    )
+    sites = list(linear_sites(model))
+    runs = {s.path: (s.activation, s.slope, s.fused) for s in sites if s.skipped is None}
+    assert runs == {"0": ("gelu", 0.01, "1"), "2.linear1": ("none", 0.01, None), "2.linear2": ("none", 0.01, None),
+                    "4.0": ("leaky_relu", 0.3, "4.1")}
+    skipped = {s.path: (s.out_features, s.in_features) for s in sites if s.skipped is not None}
+    assert skipped == {"2.self_attn.in_proj": (48, 16), "2.self_attn.out_proj": (16, 16), "3.q_proj": (16, 16),
+                       "3.k_proj": (16, 8), "3.v_proj": (16, 4), "3.out_proj": (16, 16)}
+    swap_linear(model)
+    for path, (act, slope, fused) in runs.items():
+        layer = model.get_submodule(path)
+        assert type(layer) is Linear and (layer.activation, layer.slope) == (act, slope)
+        assert fused is None or isinstance(model.get_submodule(fused), torch.nn.Identity)
+    assert type(model.get_submodule("2.self_attn.out_proj")) is not Linear
+    assert type(model.get_submodule("3.out_proj")) is not Linear
+
+
+def test_swap_linear_warns_of_an_unrun_lazy_linear():
+    model = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU())
+    with pytest.warns(RuntimeWarning, match="0 to torch: an uninitialized LazyLinear"):
+        swap_linear(model)
+    assert isinstance(model[0], torch.nn.LazyLinear) and isinstance(model[1], torch.nn.ReLU)
+    model(torch.randn(2, 3))  # run once: now a torch.nn.Linear, swapped with its ReLU
+    swap_linear(model)
+    assert type(model[0]) is Linear and model[0].activation == "relu"

@@ -320,3 +320,20 @@ def test_decode_ceiling_is_copy_bandwidth_over_cublas(results, tmp_path):
     assert runner.invoke(app, ["report", str(results), "-o", str(out), "--no-plots"]).exit_code == 0
     line = next(ln for ln in out.read_text().splitlines() if ln.startswith("Decode ceiling"))
     assert f"{value:.3f}x cuBLAS" in line and f"{1.2 / value:.1%} of copy bandwidth" in line
+
+
+def test_report_prints_to_stdout_unless_given_a_file(results, tmp_path, monkeypatch):
+    """Run anywhere, report writes nothing into the current directory's docs/: the markdown
+    goes to stdout; with -o the charts go to img/ beside the file."""
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    result = runner.invoke(app, ["report", str(results)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("# Benchmarks") and "problems in" in result.stderr
+    assert list(here.iterdir()) == []
+    out = tmp_path / "site" / "B.md"
+    result = runner.invoke(app, ["report", str(results), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and list((tmp_path / "site" / "img").glob("*.png"))
+    assert "](img/" in out.read_text() and list(here.iterdir()) == []

@@ -97,15 +97,68 @@ def test_shapes_lists_a_models_linear_gemms(tmp_path):
     result = runner.invoke(app, ["shapes", "--model", "shapes_model:build", "--tokens", "256"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    got = sorted((r["M"], r["N"], r["K"], r["bias"], r["count"], r["layout"]) for r in rows)
-    assert got == [(256, 64, 128, False, 1, "nt"), (256, 128, 64, True, 2, "nt")]
+    got = sorted((r["M"], r["N"], r["K"], r["activation"], r["bias"], r["count"], r["layout"]) for r in rows)
+    # the first Linear takes the ReLU after it into its kernel: its own problem
+    assert got == [(256, 64, 128, "none", False, 1, "nt"), (256, 128, 64, "none", True, 1, "nt"),
+                   (256, 128, 64, "relu", True, 1, "nt")]
     out = tmp_path / "shapes.csv"
     assert runner.invoke(app, ["shapes", "--model", "shapes_model:build", "-o", str(out)]).exit_code == 0
     from autokernel.tuning.shapes import read_shapes
 
-    assert sorted((p.m, p.n, p.k, p.layout) for p in read_shapes(out)) == [(4096, 64, 128, "nt"), (4096, 128, 64, "nt")]
+    assert sorted((p.m, p.n, p.k, p.activation, p.layout) for p in read_shapes(out)) == [
+        (4096, 64, 128, "none", "nt"), (4096, 128, 64, "none", "nt"), (4096, 128, 64, "relu", "nt")]
     line = one_error_line(runner.invoke(app, ["shapes", "--model", "nowhere.at_all:f"]), 2)
     assert "cannot load" in line
+
+
+def _swapped_gemms(factory) -> list[tuple]:
+    """(N, K, activation, bias) of each layer that swap_linear runs on autokernel's kernels."""
+    import warnings
+
+    import torch
+
+    from autokernel.nn import Linear, swap_linear
+
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the LazyLinear's warning: tested in test_nn
+        model = swap_linear(factory())
+    return sorted((m.out_features, m.in_features, m.activation, m.bias is not None)
+                  for m in model.modules() if isinstance(m, Linear))
+
+
+@pytest.mark.parametrize("factory", ["build", "block", "block_run"])
+def test_shapes_lists_exactly_what_swap_linear_runs(factory):
+    """A fused GELU is the row's activation; MultiheadAttention's projections and an
+    unrun LazyLinear, which torch keeps running, are left out with a note naming them."""
+    import shapes_model
+
+    result = runner.invoke(app, ["shapes", "--model", f"shapes_model:{factory}", "--tokens", "8"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    listed = sorted((r["N"], r["K"], r["activation"], r["bias"]) for r in rows for _ in range(r["count"]))
+    assert listed == _swapped_gemms(getattr(shapes_model, factory))
+    assert all(r["K"] > 0 for r in rows)
+    if factory != "build":
+        assert (32 * 3, 32, "gelu", True) in listed
+        assert "encoder.self_attn.in_proj, encoder.self_attn.out_proj" in result.stderr
+    assert ("LazyLinear" in result.stderr) == (factory == "block")
+
+
+def test_shapes_imports_the_model_from_the_current_directory(tmp_path, monkeypatch):
+    """`autokernel shapes --model mypkg.models:build` from the project's folder, as the
+    console script runs it: its sys.path holds the script's folder, not the current one."""
+    import os
+    import sys
+
+    pkg = tmp_path / "mypkg_cwd"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(8, 24)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", os.getcwd())])
+    result = runner.invoke(app, ["shapes", "--model", "mypkg_cwd.models:build", "--tokens", "4"])
+    assert result.exit_code == 0, result.output
+    assert [(r["M"], r["N"], r["K"]) for r in json.loads(result.stdout)] == [(4, 24, 8)]
 
 
 def test_loop_llm_end_to_end_under_the_interpreter(tmp_path, hist, monkeypatch):

@@ -51,6 +51,43 @@ def _register() -> None:
 _register()
 
 
+def _reflow_help() -> None:
+    """Each command's docstring as its help, each paragraph one line for Rich to wrap at the
+    terminal's width: hard-wrapped source lines would show as ragged lines."""
+    import inspect
+
+    for info in app.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        paragraphs = inspect.cleandoc(text).split("\n\n")
+        info.help = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def _plain_placeholders() -> None:
+    """--help as a user reads it: a flag takes no value, so no "<bool>" beside it; a
+    required argument is RESULTS in the usage line, not "{RESULTS}"."""
+    try:
+        from typer.core import TyperArgument, TyperOption
+    except ImportError:  # an older typer prints neither
+        return
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is not None:
+        def display_type_rich(self, ctx):
+            return None if self.is_flag else shown(self, ctx)
+
+        TyperOption.display_type_rich = display_type_rich
+    usage = getattr(TyperArgument, "_usage_display_name", None)
+    if usage is not None:
+        def _usage_display_name(self):
+            name = usage(self)
+            return name[1:-1] if name.startswith("{") and name.endswith("}") else name
+
+        TyperArgument._usage_display_name = _usage_display_name
+
+
+_reflow_help()
+_plain_placeholders()
+
+
 class _Interrupted(BaseException):
     """Ctrl-C while a command runs. Not a KeyboardInterrupt: click turns that into a silent
     exit or "Aborted!" inside the app, before main could say what was saved."""

@@ -15,6 +15,8 @@ from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
+# Piped or redirected, a line is a line: not cut into 80-column pieces (a terminal wraps its own).
+console.soft_wrap = not console.is_terminal
 
 # Exit codes: 1 = the work ran and something failed (a check, a trial);
 # 2 = the request itself was bad or cannot run here; 130 = interrupted (Ctrl-C).
@@ -33,8 +35,15 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 def print_table(table: Table) -> None:
     """A table on stdout: boxed on a terminal; piped or redirected, plain columns at the
-    width the cells need (a cell cut to "succe…" at 80 columns helps no one)."""
+    width the cells need (a cell cut to "succe…" at 80 columns helps no one). Columns
+    with nothing to say (every cell "-" or empty) are left out; on a narrow terminal
+    cells fold onto more lines instead of being cut to "0.0…"."""
+    kept = [c for c in table.columns if any(str(cell).strip() not in ("", "-") for cell in c.cells)]
+    if kept and table.rows:
+        table.columns = kept
     if console.is_terminal:
+        for column in table.columns:
+            column.overflow = "fold"
         console.print(table)
     else:
         table.box = None
@@ -180,6 +189,22 @@ def require_timing_mode(interpret: bool) -> None:
 def check_repeat(repeat: int | None) -> None:
     if repeat is not None and repeat < 1:
         fail(f"--repeat must be >= 1, got {repeat}")
+
+
+def matmul_config(problem: Any) -> tuple[Any, str]:
+    """(config, source): what ``autokernel.matmul`` launches ``problem`` with when given no
+    config (``autokernel.best.resolve``): a tuned one from $AUTOKERNEL_CONFIG ("env") or
+    the file shipped for this GPU ("shipped"), else default_config ("default"). Every
+    command measures and checks this one unless told otherwise; a tuned-config file that
+    can't be read is one line and exit 2, before any work."""
+    from autokernel import best, runtime
+    from autokernel.config import ConfigError
+
+    try:
+        return best.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
+                            runtime.kernel_device())
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def load_best(path: str | None) -> Any:

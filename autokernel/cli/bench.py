@@ -32,6 +32,7 @@ from autokernel.cli._common import (
     fmt,
     history_store,
     load_best,
+    matmul_config,
     measured_problems,
     parse_config,
     print_json,
@@ -315,10 +316,7 @@ def _config_for(problem: Problem, fixed: KernelConfig | None, tuned: BestFile | 
         return None, "default"
     if untuned:
         return None, "default"
-    from autokernel import best as tuned_configs, runtime
-
-    return tuned_configs.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation,
-                                 problem.bias, runtime.kernel_device())
+    return matmul_config(problem)
 
 
 def register(app: typer.Typer) -> None:

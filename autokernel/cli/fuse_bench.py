@@ -28,6 +28,7 @@ from autokernel.cli._common import (
     fmt,
     history_store,
     load_best,
+    matmul_config,
     measured_problems,
     print_json,
     print_table,
@@ -55,8 +56,10 @@ class FuseRow:
     """One implementation of one problem.
 
     ``name``: "eager" (addmm or matmul, then the activation as its own kernel),
-    "cublaslt" (torch._addmm_activation), "max-autotune" (torch.compile), "default" or
-    "tuned" (the Triton kernel with that config). ``extra_bytes``: device-memory traffic
+    "cublaslt" (torch._addmm_activation), "max-autotune" (torch.compile), the Triton
+    kernel with the config autokernel.matmul picks, named by its source ("env", "shipped"
+    or "default": see _common.matmul_config), or "tuned" (the Triton kernel with --best's
+    config). ``extra_bytes``: device-memory traffic
     beyond the fused minimum — each unfused epilogue op writes the M×N intermediate and
     reads it back, 2·M·N·elem bytes; None where we cannot know (torch.compile picks its
     kernels while autotuning, possibly cuBLAS plus a separate pointwise kernel).
@@ -85,8 +88,11 @@ def unfused_bytes(problem: Problem) -> int:
     return 2 * problem.m * problem.n * problem.torch_dtype.itemsize * ops
 
 
-def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | None, timer=None) -> list[FuseRow]:
-    """Every implementation of ``problem`` in one run; speedups are against eager. ``timer``: default time_fn."""
+def run_fuse_bench(problem: Problem, *, compile_: bool, picked: tuple[KernelConfig, str], tuned: KernelConfig | None,
+                   timer=None) -> list[FuseRow]:
+    """Every implementation of ``problem`` in one run; speedups are against eager. ``picked``:
+    the (config, source) autokernel.matmul runs; ``tuned``: --best's config, or None.
+    ``timer``: default time_fn."""
     from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch
     from autokernel.timing import time_fn
 
@@ -96,7 +102,8 @@ def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | No
         rows.append(FuseRow("cublaslt", evaluate_torch(problem, "cublaslt", timer=timer), 0))
     if compile_:
         rows.append(FuseRow("max-autotune", evaluate_torch(problem, "torch_compile", timer=timer), None))
-    rows.append(FuseRow("default", evaluate(problem, None, timer=timer), 0))
+    config, source = picked
+    rows.append(FuseRow(source, evaluate(problem, config, timer=timer), 0))
     if tuned is not None:
         rows.append(FuseRow("tuned", evaluate(problem, tuned, timer=timer), 0))
     eager_ms = rows[0].trial.ms
@@ -108,9 +115,21 @@ def run_fuse_bench(problem: Problem, *, compile_: bool, tuned: KernelConfig | No
 
 def _label(row: FuseRow) -> str:
     kind = {"eager": "torch eager", "cublaslt": "cuBLASLt epilogue", "max-autotune": "torch.compile max-autotune"}
+    from autokernel import runtime
+
+    if runtime.INTERPRETER:  # torch on the CPU: no cuBLASLt there
+        kind["cublaslt"] = "torch _addmm_activation (CPU)"
     if row.name in kind:
         return kind[row.name]
-    return f"triton {row.name} ({row.trial.config.short()})"
+    source = "--best" if row.name == "tuned" else row.name
+    return f"triton {row.trial.config.short()} ({source})"
+
+
+def _megabytes(n: int | None) -> str:
+    """Bytes as MB to 3 significant digits: 16 KB is 0.0164, not 0.0."""
+    if n is None:
+        return "-"
+    return "0" if n == 0 else f"{n / 1e6:.3g}"
 
 
 def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> None:
@@ -128,7 +147,7 @@ def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> Non
             verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {escape(t.error or '')}"
             table.add_row(problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
                           fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-",
-                          fmt(None if row.extra_bytes is None else row.extra_bytes / 1e6, 1), fmt(t.max_abs_diff),
+                          _megabytes(row.extra_bytes), fmt(t.max_abs_diff),
                           verdict)
         table.add_section()
     print_table(table)
@@ -156,7 +175,10 @@ def fuse_bench(
     """Fused matmul + bias + activation: torch eager, cuBLASLt's epilogue, torch.compile and Triton.
 
     Default: 4096³ float16 with bias, for relu, gelu_tanh and leaky_relu (64³ under
-    --interpret). Every measurement is appended to the history.
+    --interpret). The Triton kernel runs with the config autokernel.matmul picks (a
+    tuned one from $AUTOKERNEL_CONFIG or the configs shipped for this GPU, else the
+    default; the row says which), and also with --best's where given. Every measurement
+    is appended to the history.
     """
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
@@ -166,16 +188,17 @@ def fuse_bench(
         best_file = load_best(best)
         tuned = {p: best_file.config_for(p) if best_file else None for p in problems}
         store = history_store(history)
+    picked = {p: matmul_config(p) for p in problems}
     for p, cfg in tuned.items():
         if best and cfg is None:
-            warn(f"no config in {best} for {p.label()}; showing the default config only")
+            warn(f"no config in {best} for {p.label()}; showing the config autokernel.matmul picks only")
     warn_if_slow(problems)
     run_id = start_run(store)
     timer, how = trial_timer(repeat)
 
     results = []
     for problem in problems:
-        rows = run_fuse_bench(problem, compile_=compile_, tuned=tuned[problem], timer=timer)
+        rows = run_fuse_bench(problem, compile_=compile_, picked=picked[problem], tuned=tuned[problem], timer=timer)
         append_history(store, [trial_row("fuse-bench", r.trial, run_id, r.name) for r in rows])
         results.append((problem, rows))
     if json_out:

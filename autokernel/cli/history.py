@@ -130,7 +130,7 @@ def history(
     if not rows:
         console.print(f"no matching rows in {escape(str(path))}")
         return
-    what = "best per problem" if best else f"last {len(rows)} rows"
+    what = "best per problem" if best else "last row" if len(rows) == 1 else f"last {len(rows)} rows"
     render(rows, f"autokernel history · {path} · {what}")
 
 

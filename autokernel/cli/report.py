@@ -1,4 +1,4 @@
-"""`autokernel report`: docs/BENCHMARKS.md (tables, targets, charts) from a results file."""
+"""`autokernel report`: the benchmark report (tables, targets, charts) from a results file."""
 
 from __future__ import annotations
 
@@ -7,38 +7,54 @@ from typing import Annotated
 
 import typer
 
-from autokernel.cli._common import console, fail, warn
+from autokernel.cli._common import console, err_console, fail, warn
 
 
 def report(
-    results: Annotated[str, typer.Argument(help="A results file (JSON lines) of scripts/benchmark_suite.py.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="The markdown file to (re)write.")] = "docs/BENCHMARKS.md",
-    plots_dir: Annotated[
-        str, typer.Option("--plots-dir", help="Where the PNG charts go (one per suite); linked from the markdown.")
-    ] = "docs/img",
+    results: Annotated[str, typer.Argument(metavar="RESULTS",
+                                           help="A results file (JSON lines) of scripts/benchmark_suite.py.")],
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="The markdown file to (re)write, e.g. docs/BENCHMARKS.md (default: stdout).")] = None,
+    plots_dir: Annotated[str | None, typer.Option(
+        "--plots-dir", help="Where the PNG charts go, one per suite, linked from the markdown "
+                            "(default: img/ beside --output; none on stdout).")] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Write the markdown without charts.")] = False,
 ) -> None:
     """Regenerate the benchmark report from measured results: per shape and dtype Triton,
     cuBLAS, eager fused, cuBLASLt's epilogue and torch.compile side by side, speedups by GPU
-    and wall time, roofline efficiency, GB/s of decode shapes, and issue 10's targets."""
+    and wall time, roofline efficiency, GB/s of decode shapes, and the performance targets.
+    The markdown goes to stdout unless --output names a file."""
+    import os
+    import sys
+
     from autokernel.report import write_report
 
+    if no_plots:
+        plots_dir = None
+    elif plots_dir is None and output is not None:
+        plots_dir = os.path.join(os.path.dirname(output), "img")
     try:
         with warnings.catch_warnings(record=True) as caught:  # the reader's skipped rows: one line each
             warnings.simplefilter("always")
-            rep, charts = write_report(results, output, None if no_plots else plots_dir)
+            rep, charts = write_report(results, output, plots_dir)
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the report: {exc.strerror or exc}: {exc.filename or output}")
     for w in caught:
         warn(str(w.message))
+    if output is None:
+        sys.stdout.write(rep.markdown if rep.markdown.endswith("\n") else rep.markdown + "\n")
     problems = sum(len(r) for r in rep.suites.values())
     verdicts = [t.verdict for t in rep.targets]
-    console.print(f"wrote {output}: {problems} problems in {len(rep.suites)} suites, "
-                  f"targets {verdicts.count('MET')} met, {verdicts.count('MISSED')} missed, "
-                  f"{len(verdicts) - verdicts.count('MET') - verdicts.count('MISSED')} not judged"
-                  + (f"; {len(charts)} charts in {plots_dir}" if charts else ""), highlight=False, markup=False, soft_wrap=True)
+    summary = (f"{problems} problems in {len(rep.suites)} suites, "
+               f"targets {verdicts.count('MET')} met, {verdicts.count('MISSED')} missed, "
+               f"{len(verdicts) - verdicts.count('MET') - verdicts.count('MISSED')} not judged"
+               + (f"; {len(charts)} charts in {plots_dir}" if charts else ""))
+    if output is None:
+        err_console.print(f"report: {summary}", highlight=False, markup=False, soft_wrap=True)
+    else:
+        console.print(f"wrote {output}: {summary}", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,6 +28,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     history_store,
+    matmul_config,
     note,
     print_json,
     print_table,
@@ -52,7 +53,7 @@ StrategyOpt = Annotated[
                                          "optuna, random, grid or llm.")
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed the strategy, for reproducible runs.")]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best time so far per trial) to this PNG.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best TFLOP/s so far per trial) to this PNG.")]
 ReplayOpt = Annotated[
     Path | None, typer.Option("--replay", help="Answer from a recorded sweep (a history CSV) instead of running kernels.")
 ]
@@ -204,6 +205,8 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
         store = history_store(history)
         if plot is not None:
             _check_plot_path(plot)
+        # what autokernel.matmul runs here now, for the summary; a broken tuned-config file stops the run first
+        picked = {} if options.replay is not None else {p: matmul_config(p) for p in problems}
     run_id = start_run(store)
     results: list[dict[str, Any]] = []
     evaluator = workers
@@ -225,8 +228,9 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
                 stop = dataclasses.replace(stop, time_budget_s=left)
             with user_errors():
                 strategy = _strategy(options, proposals)
-            results.append(_tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
-                                     stop, quiet=json_out))
+            outcome = _tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
+                                stop, quiet=json_out)
+            results.append({**outcome, "matmul": picked.get(problem)})
     finally:
         if evaluator is not None:
             evaluator.close()
@@ -309,7 +313,9 @@ def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id:
         if trial.ok and trial.rank_ms is not None:
             best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
         best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
-        progress.update(task, advance=1, description=f"{problem.label()} · {strategy.name} · {best}")
+        done = progress.tasks[0].completed + 1  # the tuner's re-timings count too: the total grows to them
+        progress.update(task, completed=done, total=max(done, progress.tasks[0].total or 0),
+                        description=f"{problem.label()} · {strategy.name} · {best}")
 
     counted = (getattr(evaluator, "reused", 0), getattr(evaluator, "measured", 0))
     with progress:
@@ -385,13 +391,23 @@ def _render(outcome: dict) -> None:
         return
     line = f"winner {best['config'].short()}: {fmt(best['rank_ms'])} ms ranked"
     if best["ms"] is not None:
-        line += f" (median {fmt(best['ms'])} ms, GPU {fmt(best['gpu_ms'])} ms)"
+        gpu = f", GPU {fmt(best['gpu_ms'])} ms" if best["gpu_ms"] is not None else ""
+        line += f" (median {fmt(best['ms'])} ms{gpu})"
+    # the interpreter's baseline is torch on the CPU, not cuBLAS
+    rival = "torch (CPU)" if baseline is not None and baseline.timing == "interpreter" else "cuBLAS"
     if baseline is not None and baseline.ok:
         speedup = _speedup(result, baseline)
-        line += f" · cuBLAS {fmt(baseline.ms)} ms" + (f" · speedup {speedup:.2f}x" if speedup else "")
+        line += f" · {rival} {fmt(baseline.ms)} ms" + (f" · speedup {speedup:.2f}x" if speedup else "")
     elif baseline is not None:
-        line += f" · cuBLAS {baseline.status}: {baseline.error}"
+        line += f" · {rival} {baseline.status}: {baseline.error}"
     console.print(line, highlight=False)
+    if outcome.get("matmul") is not None:
+        config, source = outcome["matmul"]
+        if config == best["config"]:
+            console.print(f"autokernel.matmul runs the winner here already ({source})", highlight=False)
+        else:
+            console.print(f"autokernel.matmul runs {config.short()} ({source}) here; for the winner: "
+                          "autokernel export-best -o best.json, then AUTOKERNEL_CONFIG=best.json", highlight=False)
 
 
 def _to_json(outcome: dict) -> dict:
@@ -407,16 +423,25 @@ def _to_json(outcome: dict) -> dict:
         "confirmation": result.confirmation, "reused_readings": outcome.get("reused", 0),
         "generations": [g.to_dict() for g in result.generations], "best": best,
         "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
+        "matmul_config": None if outcome.get("matmul") is None else {
+            "config": outcome["matmul"][0].model_dump(), "source": outcome["matmul"][1]},
     }
 
 
 def _check_plot_path(path: Path) -> None:
     if path.suffix.lower() != ".png":
         fail(f"--plot writes a PNG: give a path ending in .png, got {path}")
-    try:
+    if path.is_dir():
+        fail(f"--plot {path} is a directory: give the PNG file's path")
+    existed = path.exists()
+    try:  # before the run: a tune must not end in a plot it cannot write
         path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
     except OSError as exc:
         fail(f"cannot write --plot {path}: {exc.strerror}")
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def _write_plot(path: Path, results: list[dict]) -> None:
@@ -517,20 +542,28 @@ def shapes(
     dtype: Annotated[str | None, typer.Option("--dtype", "-d", help="Override the parameters' dtype.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write a .json or .csv file instead of JSON on stdout.")] = None,
 ) -> None:
-    """List the Linear GEMMs of a torch model as a shapes file for `autokernel loop --shapes`."""
+    """List the GEMMs that autokernel.nn.swap_linear runs in a torch model (each with the
+    activation it fuses) as a shapes file for `autokernel loop --shapes`. The factory's
+    module is imported from the current directory first, as `python -m` does."""
+    import os
+    import sys
+
     from autokernel.tuning.shapes import model_shapes, write_shapes
 
     if tokens < 1:
         fail(f"--tokens must be >= 1, got {tokens}")
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
     with user_errors():
-        rows = model_shapes(model, tokens, dtype)
+        rows, notes = model_shapes(model, tokens, dtype)
+    for line in notes:
+        note(line)
     try:
         text = write_shapes(rows, output)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     if output is None:
-        import sys
-
         sys.stdout.write(text)
     else:
         err_console.print(f"{len(rows)} GEMM shape(s) written to {output}", highlight=False)

@@ -25,6 +25,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     history_store,
+    matmul_config,
     parse_config,
     print_json,
     print_table,
@@ -106,20 +107,20 @@ def build_suite(
     ]
 
 
-def run_validation(problems: list[Problem], config: KernelConfig | None, seed: int | None,
+def run_validation(problems: list[Problem], configs: list[KernelConfig], seed: int | None,
                    on_result=None) -> list[CheckResult]:
-    """Check each problem; ``on_result(result)`` runs after each (the history append)."""
+    """Check each problem with its config; ``on_result(result)`` runs after each (the history append)."""
     from autokernel.evaluate import check_correctness
 
     results = []
-    for i, p in enumerate(problems):
+    for i, (p, config) in enumerate(zip(problems, configs)):
         results.append(check_correctness(p, config, seed=None if seed is None else seed + i))
         if on_result is not None:
             on_result(results[-1])
     return results
 
 
-def render(results: list[CheckResult]) -> None:
+def render(results: list[CheckResult], sources: list[str]) -> None:
     from autokernel import runtime
     from autokernel.evaluate import REL_TOL
 
@@ -131,7 +132,7 @@ def render(results: list[CheckResult]) -> None:
     table.add_column("max |Δ|", justify="right")
     table.add_column("rel err", justify="right")
     table.add_column("result")
-    for i, r in enumerate(results, 1):
+    for i, (r, source) in enumerate(zip(results, sources), 1):
         if r.error:
             verdict = f"[red]ERROR[/] {escape(r.error)}"
         elif r.passed:
@@ -140,7 +141,7 @@ def render(results: list[CheckResult]) -> None:
             why = [w for w, bad in (("rel", (r.rel_error or 0) > REL_TOL), ("allclose", not r.allclose),
                                     ("unwritten", not r.all_written)) if bad]
             verdict = f"[red]FAIL[/] ({', '.join(why)})"
-        table.add_row(str(i), r.problem.label(), r.config.short(), fmt(r.max_abs_diff), fmt(r.rel_error, 2), verdict)
+        table.add_row(str(i), r.problem.label(), f"{r.config.short()} ({source})", fmt(r.max_abs_diff), fmt(r.rel_error, 2), verdict)
     print_table(table)
     passed = sum(r.passed for r in results)
     colour = "green" if passed == len(results) else "red"
@@ -163,7 +164,12 @@ def validate(
     json_out: JsonOpt = False,
     history: HistoryOpt = None,
 ) -> None:
-    """Check the kernel against a float32 torch reference; exit 0 iff every case passes."""
+    """Check the kernel against a float32 torch reference; exit 0 iff every case passes.
+
+    Each case runs with the config autokernel.matmul picks when given none (a tuned one
+    from $AUTOKERNEL_CONFIG or the configs shipped for this GPU, else the default; the
+    table says which), or with --config.
+    """
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
         from autokernel.api import normalize_activation
@@ -179,6 +185,8 @@ def validate(
         store = history_store(history)
     if not problems:
         fail("no case matches these options")
+    picked = [(cfg, "config") if cfg is not None else matmul_config(p) for p in problems]
+    configs, sources = [c for c, _ in picked], [s for _, s in picked]
     warn_if_slow(problems)
     from autokernel.evaluate import check_status
     from autokernel.history import make_row
@@ -190,11 +198,11 @@ def validate(
                                         kernel="triton", rel_error=r.rel_error, max_abs_diff=r.max_abs_diff,
                                         error=r.error)])
 
-    results = run_validation(problems, cfg, seed, on_result=record)
+    results = run_validation(problems, configs, seed, on_result=record)
     if json_out:
-        print_json([r.to_dict() for r in results])
+        print_json([{**r.to_dict(), "config_source": s} for r, s in zip(results, sources)])
     else:
-        render(results)
+        render(results, sources)
     if not all(r.passed for r in results):
         raise typer.Exit(EXIT_FAILED)
 

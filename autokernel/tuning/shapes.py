@@ -79,13 +79,18 @@ def read_shapes(path: str | Path) -> list[Problem]:
     return problems
 
 
-def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> list[dict]:
-    """The GEMMs of every torch.nn.Linear in the model built by ``spec`` ("pkg.module:factory",
-    a callable returning an nn.Module, called with no arguments) for ``tokens`` rows: one
-    row per distinct (M, N, K, dtype, bias) with how many layers share it. The model is
-    built on the meta device, so no weights are allocated."""
+def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list[dict], list[str]]:
+    """The GEMMs that ``autokernel.nn.swap_linear`` runs on autokernel's kernels in the model
+    built by ``spec`` ("pkg.module:factory", a callable returning an nn.Module, called
+    with no arguments), for ``tokens`` rows: one row per distinct (M, N, K, dtype,
+    activation, bias), the activation being the one swap_linear fuses into the layer,
+    with how many layers share it. Also one note per kind of Linear GEMM that
+    swap_linear leaves to torch (not listed: a config tuned for it would never be used).
+    The model is built on the meta device, so no weights are allocated; the walk is
+    ``autokernel.nn.linear_sites``, the one swap_linear takes."""
     import torch
 
+    from autokernel.nn import linear_sites
     from autokernel.problem import parse_dtype
 
     module_name, sep, attr = spec.partition(":")
@@ -107,15 +112,26 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> list[dict]
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
     counts: dict[tuple, list] = {}
-    for name, mod in model.named_modules():
-        if isinstance(mod, torch.nn.Linear):
-            dt = parse_dtype(dtype) if dtype else parse_dtype(str(mod.weight.dtype))
-            key = (tokens, mod.out_features, mod.in_features, dt, mod.bias is not None)
-            counts.setdefault(key, []).append(name)
+    skipped: dict[str, list[str]] = {}
+    for site in linear_sites(model):
+        if site.skipped is not None:
+            skipped.setdefault(site.skipped, []).append(site.path or "(the model)")
+            continue
+        dt = parse_dtype(dtype) if dtype else parse_dtype(str(site.dtype))
+        key = (tokens, site.out_features, site.in_features, dt, site.activation, site.bias)
+        counts.setdefault(key, []).append(site.path or "(the model)")
+    notes = [f"not listed, torch runs them: {_paths(paths)} ({why})" for why, paths in skipped.items()]
     if not counts:
-        raise ValueError(f"{spec}() has no torch.nn.Linear layers")
-    return [{"M": m, "N": n, "K": k, "dtype": dt, "activation": "none", "bias": b, "layout": "nt",
-             "count": len(names), "name": names[0]} for (m, n, k, dt, b), names in counts.items()]
+        left = f"; {'; '.join(notes)}" if notes else ""
+        raise ValueError(f"{spec}() has no Linear layer that autokernel.nn.swap_linear runs{left}")
+    rows = [{"M": m, "N": n, "K": k, "dtype": dt, "activation": act, "bias": b, "layout": "nt",
+             "count": len(names), "name": names[0]} for (m, n, k, dt, act, b), names in counts.items()]
+    return rows, notes
+
+
+def _paths(paths: list[str], shown: int = 3) -> str:
+    more = len(paths) - shown
+    return ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def write_shapes(rows: list[dict], path: Path | None) -> str:
