@@ -90,9 +90,10 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
         return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
 
     sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
-    a0, b0, bias0, _ = sets[0]
+    a0, b0, bias0, out0 = sets[0]
     roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
-             "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev)}
+             "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
+                                        tma=api._tma_can_run(a0, b0, out0))}
     for config in roles.values():
         if config not in configs:
             configs.append(config)
