@@ -190,7 +190,7 @@ def matmul(
 
 
 def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
-                   bias: bool, device: torch.device, *, tma: bool = True) -> KernelConfig:
+                   bias: bool, device: torch.device, *, tma: bool = True, layout: str = "nn") -> KernelConfig:
     """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
     a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
     else the default. Checked against the device's shared memory: ConfigError if the given
@@ -198,7 +198,7 @@ def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: t
 
     Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
     if config is None:
-        return best.resolved_config(m, n, k, dtype, activation, bias, device, tma)
+        return best.resolved_config(m, n, k, dtype, activation, bias, device, tma, layout)
     config.check_fits(dtype)
     return config
 
@@ -300,9 +300,16 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
     if m > 0 and n > 0:
         # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
         c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
-        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, tma=_tma_can_run(a, b, c))
+        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, tma=_tma_can_run(a, b, c),
+                             layout=operand_layout(a, b))
         launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
+
+
+def operand_layout(a, b) -> str:
+    """The ``Problem.layout`` of operands a [M, K] and b [K, N]: "n" for each stored
+    row-major, "t" for a transposed view (its first dimension contiguous)."""
+    return ("t" if a.stride(1) != 1 and a.stride(0) == 1 else "n") + ("t" if b.stride(1) != 1 and b.stride(0) == 1 else "n")
 
 
 def _tma_can_run(a, b, out) -> bool:

@@ -407,10 +407,12 @@ def _selector_model(device: str, env: str | None) -> "select.Model | None":
     return _model_cached(shipped) if shipped.is_file() else None
 
 
-def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, device: str) -> tuple[str, KernelConfig] | None:
-    """(where, config) of a tuned entry for exactly this problem, the bias too (any layout):
-    ``$AUTOKERNEL_CONFIG``'s first, then the shipped file's."""
-    return _exact_index(device, os.environ.get(CONFIG_ENV) or None).get((m, n, k, dtype, activation, bias))
+def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, layout: str,
+           device: str) -> tuple[str, KernelConfig] | None:
+    """(where, config) of a tuned entry for exactly this problem, bias and operand layout
+    too: ``$AUTOKERNEL_CONFIG``'s first, then the shipped file's. (The layout decides
+    which kernel a config runs: a config tuned for row-major B can be slow on B^T.)"""
+    return _exact_index(device, os.environ.get(CONFIG_ENV) or None).get((m, n, k, dtype, activation, bias, layout))
 
 
 @functools.lru_cache(maxsize=16)
@@ -421,7 +423,7 @@ def _exact_index(device: str, env: str | None) -> dict[tuple, tuple[str, KernelC
             _warn_once(f"{where} holds configs for {found.device}, not this {device}: not used")
             continue
         for e in found.entries:
-            index.setdefault((e.M, e.N, e.K, e.dtype, e.activation, e.bias), (where, e.config))
+            index.setdefault((e.M, e.N, e.K, e.dtype, e.activation, e.bias, e.layout), (where, e.config))
     return index
 
 
@@ -464,12 +466,13 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
 def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-            device: torch.device, tma: bool = True) -> tuple[KernelConfig, str]:
+            device: torch.device, tma: bool = True, layout: str = "nn") -> tuple[KernelConfig, str]:
     """(config, source): the config ``autokernel.matmul`` launches with when given none,
     and where it came from.
 
-    1. A tuned entry for exactly this problem: "env" ($AUTOKERNEL_CONFIG), else "shipped"
-       (the file shipped for the GPU).
+    1. A tuned entry for exactly this problem (``layout``: "n" or "t" for each of A and
+       B, as in ``Problem``): "env" ($AUTOKERNEL_CONFIG), else "shipped" (the file shipped
+       for the GPU).
     2. Else, where a selector model is fitted for the GPU (``selector_model``), its choice
        among the candidates, the tuned entries of nearby shapes and the default config
        (``select.choose``): "selected", "default", or where a tuned entry of another shape
@@ -481,7 +484,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     warning; configs that do not fit are never chosen; a default that does not fit raises
     ConfigError. Cached per argument tuple: the per-call cost is one hit."""
     name = runtime.device_name(device)
-    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, name)
+    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, name)
     if found is not None:
         where, config = found
         try:
@@ -506,9 +509,9 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
 
 
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-                    device: torch.device, tma: bool = True) -> KernelConfig:
+                    device: torch.device, tma: bool = True, layout: str = "nn") -> KernelConfig:
     """The config of ``resolve``, without its source."""
-    return resolve(m, n, k, dtype, activation, bias, device, tma)[0]
+    return resolve(m, n, k, dtype, activation, bias, device, tma, layout)[0]
 
 
 _warned: set[str] = set()

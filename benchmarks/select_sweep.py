@@ -93,7 +93,7 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
     a0, b0, bias0, out0 = sets[0]
     roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
              "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
-                                        tma=api._tma_can_run(a0, b0, out0))}
+                                        tma=api._tma_can_run(a0, b0, out0), layout=p.layout)}
     for config in roles.values():
         if config not in configs:
             configs.append(config)

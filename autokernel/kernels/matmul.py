@@ -35,8 +35,11 @@ def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stri
     """acc + the A tile @ the B tile over ``iters`` BLOCK_K steps from K index ``k_first``
     (where ``a_ptrs`` and ``b_ptrs`` point); without EVEN_K, columns from K on read as 0.
 
-    The steps that lie wholly inside K load unmasked; only the last, partial one is masked
-    (a mask in every step kept the pipeliner from overlapping the loads)."""
+    The loop loads unmasked; without EVEN_K the steps end with one masked step, outside
+    the loop, for the part of the last BLOCK_K columns that lies inside K (a K slice of
+    split-K or stream-K holds at most that one). A mask inside the loop made every load
+    of an operand whose leading stride is not a multiple of 16 elements a scalar one,
+    and kept the pipeliner from overlapping them."""
     if EVEN_K:
         full = iters
     else:
@@ -52,16 +55,14 @@ def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stri
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     if not EVEN_K:
-        for i in range(full, iters):
-            k_left = K - k_first - i * BLOCK_K
+        if full < iters:
+            k_left = K - k_first - full * BLOCK_K
             a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
             if UPCAST:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
     return acc
 
 
