@@ -18,8 +18,12 @@ a matching bias, then layout, then file order, among the entries within 4x of th
 in every dimension (``within_reach``). A file with no such entry of the dtype and
 activation passes the lookup on to the next source.
 
+A config is launched only where it fits the device's shared memory in the mode of the
+call (``resolve``: the kernel that runs it, bias, a training forward storing Z): one
+that does not is shrunk to fit, deterministically (kernels/fit.py).
+
 Everything is cached: a file is read and validated once per process, and each
-(M, N, K, dtype, activation, bias, device) is resolved once, so a call costs one
+(M, N, K, dtype, activation, bias, device, mode) is resolved once, so a call costs one
 cache hit. ``clear_cache()`` forgets it all (after changing ``$AUTOKERNEL_CONFIG`` or a
 file).
 """
@@ -366,31 +370,46 @@ def _lookup(m, n, k, dtype: str, activation: str, bias, layout, device: str) -> 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
 def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-            device: torch.device) -> tuple[KernelConfig, str]:
+            device: torch.device, store_z: bool = False, tma: bool = True) -> tuple[KernelConfig, str]:
     """(config, source): the config ``autokernel.matmul`` launches with when given none, a
     tuned one (``lookup``) else ``default_config``, and where it came from: "env"
-    ($AUTOKERNEL_CONFIG), "shipped" (the file shipped for the GPU) or "default". A tuned
-    config that does not fit this device's shared memory falls back to the default with
-    one warning; a default that does not fit raises ConfigError. Cached per argument
-    tuple: the per-call cost is one hit."""
+    ($AUTOKERNEL_CONFIG), "shipped" (the file shipped for the GPU) or "default".
+
+    The config must fit this device's shared memory in the mode of the call: the kernel
+    that runs it (``tma``: whether the TMA kernel can take the operands), with a bias or
+    not, storing Z (a training forward, ``store_z``) or not (kernels/fit.py). One that
+    does not is shrunk (``fit.fit_config``: the TMA store in half-width slices, then one
+    stage fewer at a time down to 2) and its source says so ("shipped, fitted"); a tuned
+    config that cannot be shrunk to fit gives way to the default, shrunk the same way
+    where needed, with one warning; a default that cannot fit raises ConfigError.
+    Cached per argument tuple: the per-call cost is one hit."""
+    from autokernel.kernels.fit import fit_config
+
+    limit = runtime.shared_memory_limit()
+    mode = dict(tma=tma, bias=bias, store_z=store_z)
     found = _lookup(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None,
                     runtime.device_name(device))
     if found is not None:
         where, config = found
+        source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+        fitted = fit_config(config, dtype, limit, **mode)
+        if fitted is not None:
+            return fitted, source if fitted == config else f"{source}, fitted"
         try:
-            config.check_fits(dtype)
-            return config, "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+            config.check_fits(dtype, limit, **mode)
         except ConfigError as exc:
             _warn_once(f"{where}: {exc}; using the default config")
     config = default_config(m, n, k, dtype)
-    config.check_fits(dtype)
-    return config, "default"
+    fitted = fit_config(config, dtype, limit, **mode)
+    if fitted is None:
+        config.check_fits(dtype, limit, **mode)  # raises: no shrink of the default fits
+    return fitted, "default" if fitted == config else "default, fitted"
 
 
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-                    device: torch.device) -> KernelConfig:
+                    device: torch.device, store_z: bool = False, tma: bool = True) -> KernelConfig:
     """The config of ``resolve``, without its source."""
-    return resolve(m, n, k, dtype, activation, bias, device)[0]
+    return resolve(m, n, k, dtype, activation, bias, device, store_z, tma)[0]
 
 
 _warned: set[str] = set()
