@@ -190,16 +190,19 @@ def matmul(
 
 
 def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
-                   bias: bool, device: torch.device, *, tma: bool = True, layout: str = "nn") -> KernelConfig:
+                   bias: bool, device: torch.device, *, store_z: bool = False, tma: bool = True,
+                   layout: str = "nn") -> KernelConfig:
     """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
     a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
-    else the default. Checked against the device's shared memory: ConfigError if the given
-    or default one can't fit; a tuned one that can't falls back to the default.
+    else the default. Checked against the device's shared memory in the mode of the call
+    (``tma``: whether the TMA kernel can take the operands; ``store_z``: a training
+    forward storing Z): ConfigError if the given one can't fit; a tuned or default one
+    that can't is shrunk to fit (best.resolve).
 
     Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
     if config is None:
-        return best.resolved_config(m, n, k, dtype, activation, bias, device, tma, layout)
-    config.check_fits(dtype)
+        return best.resolved_config(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    config.check_fits(dtype, tma=tma, bias=bias, store_z=store_z)
     return config
 
 
@@ -300,8 +303,8 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
     if m > 0 and n > 0:
         # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
         c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
-        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, tma=_tma_can_run(a, b, c),
-                             layout=operand_layout(a, b))
+        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
+                             tma=_tma_can_run(a, b, c), layout=operand_layout(a, b))
         launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
 
@@ -314,8 +317,8 @@ def operand_layout(a, b) -> str:
 
 def _tma_can_run(a, b, out) -> bool:
     """Whether a "tma" or "auto" config would run the TMA kernel on these operands here
-    (see _plan_kernel). Under the interpreter there is no limit to fit; True there, the
-    larger need."""
+    (see _plan_kernel): what decides the shared memory a config needs. Under the
+    interpreter there is no limit to fit; True there, the larger need."""
     if runtime.INTERPRETER:
         return True
     if not runtime.has_tma() or a.shape[1] == 0:

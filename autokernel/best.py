@@ -20,8 +20,12 @@ A file is used only for the device it was tuned on (device names compared throug
 ``device_key``). ``lookup`` still answers the nearest entry of a file (the smallest
 ``shape_distance``), for tools that ask what a file holds.
 
+A config is launched only where it fits the device's shared memory in the mode of the
+call (``resolve``: the kernel that runs it, bias, a training forward storing Z): one
+that does not is shrunk to fit, deterministically (kernels/fit.py).
+
 Everything is cached: a file is read and validated once per process, and each
-(M, N, K, dtype, activation, bias, device) is resolved once, so a call costs one
+(M, N, K, dtype, activation, bias, device, mode) is resolved once, so a call costs one
 cache hit. ``clear_cache()`` forgets it all (after changing ``$AUTOKERNEL_CONFIG`` or a
 file).
 """
@@ -43,7 +47,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autokernel import runtime, select
-from autokernel.config import ConfigError, KernelConfig, default_config, one_line
+from autokernel.config import ConfigError, KernelConfig, default_config, fit_error, one_line
+from autokernel.kernels.fit import fit_config
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -407,11 +412,12 @@ def _selector_model(device: str, env: str | None) -> "select.Model | None":
     return _model_cached(shipped) if shipped.is_file() else None
 
 
-def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, layout: str,
+def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, layout: str | None,
            device: str) -> tuple[str, KernelConfig] | None:
     """(where, config) of a tuned entry for exactly this problem, bias and operand layout
-    too: ``$AUTOKERNEL_CONFIG``'s first, then the shipped file's. (The layout decides
-    which kernel a config runs: a config tuned for row-major B can be slow on B^T.)"""
+    too (``layout`` None: any layout): ``$AUTOKERNEL_CONFIG``'s first, then the shipped
+    file's. (The layout decides which kernel a config runs: a config tuned for row-major
+    B can be slow on B^T.)"""
     return _exact_index(device, os.environ.get(CONFIG_ENV) or None).get((m, n, k, dtype, activation, bias, layout))
 
 
@@ -424,6 +430,7 @@ def _exact_index(device: str, env: str | None) -> dict[tuple, tuple[str, KernelC
             continue
         for e in found.entries:
             index.setdefault((e.M, e.N, e.K, e.dtype, e.activation, e.bias, e.layout), (where, e.config))
+            index.setdefault((e.M, e.N, e.K, e.dtype, e.activation, e.bias, None), (where, e.config))
     return index
 
 
@@ -451,22 +458,29 @@ def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) ->
 
 
 def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
-           tma: bool = True, fits=lambda config: True, fits_key=None) -> "select.Choice | None":
+           tma: bool = True, fits=lambda config: True, fits_key=None,
+           default: KernelConfig | None = None, shrink=lambda config: config) -> "select.Choice | None":
     """The selector's ranking for this problem on ``device`` (``autokernel explain`` prints
     it), or None where no model is fitted for the GPU. ``fits`` filters configs that
-    cannot launch in the call's mode."""
+    cannot launch in the call's mode; ``shrink`` makes a tuned entry fit it (None where
+    it cannot); ``default``: the default config as it fits that mode (default:
+    ``default_config``)."""
     name = runtime.device_name(device)
     model = selector_model(name)
     if model is None:
         return None
     dt = str(dtype).removeprefix("torch.")
-    return select.choose(model, m, n, k, dtype, tma=tma, default=default_config(m, n, k, dtype),
-                         tuned=_nearby(m, n, k, dt, activation, name), fits=fits, fits_key=fits_key)
+    tuned = tuple((shrunk, where if shrunk == config else f"{where}, fitted")
+                  for config, where in _nearby(m, n, k, dt, activation, name)
+                  if (shrunk := shrink(config)) is not None)
+    return select.choose(model, m, n, k, dtype, tma=tma, default=default or default_config(m, n, k, dtype),
+                         tuned=tuned, fits=fits, fits_key=fits_key)
 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
 def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-            device: torch.device, tma: bool = True, layout: str = "nn") -> tuple[KernelConfig, str]:
+            device: torch.device, store_z: bool = False, tma: bool = True,
+            layout: str = "nn") -> tuple[KernelConfig, str]:
     """(config, source): the config ``autokernel.matmul`` launches with when given none,
     and where it came from.
 
@@ -476,42 +490,61 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     2. Else, where a selector model is fitted for the GPU (``selector_model``), its choice
        among the candidates, the tuned entries of nearby shapes and the default config
        (``select.choose``): "selected", "default", or where a tuned entry of another shape
-       won, "env, MxNxK" / "shipped, MxNxK". ``tma``: whether the TMA kernel can take
-       the operands.
-    3. Else ``default_config``: "default".
+       won, "env, MxNxK" / "shipped, MxNxK".
+    3. Else (no model for the GPU) an entry for this problem in another layout, else
+       ``default_config``: "default".
 
-    A tuned config that does not fit this device's shared memory gives way with one
-    warning; configs that do not fit are never chosen; a default that does not fit raises
+    The config must fit this device's shared memory in the mode of the call: the kernel
+    that runs it (``tma``: whether the TMA kernel can take the operands), with a bias or
+    not, storing Z (a training forward, ``store_z``) or not (kernels/fit.py). The selector
+    considers only configs that fit. A tuned entry or default that does not is shrunk
+    (``fit.fit_config``: the TMA store in half-width slices, then one stage fewer at a
+    time down to 2) and its source says so ("shipped, fitted"); a tuned config that
+    cannot be shrunk to fit gives way with one warning; a default that cannot fit raises
     ConfigError. Cached per argument tuple: the per-call cost is one hit."""
+    limit = runtime.shared_memory_limit()
+    mode = dict(tma=tma, bias=bias, store_z=store_z)
     name = runtime.device_name(device)
     found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, name)
     if found is not None:
         where, config = found
+        source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+        fitted = fit_config(config, dtype, limit, **mode)
+        if fitted is not None:
+            return fitted, source if fitted == config else f"{source}, fitted"
         try:
-            config.check_fits(dtype)
-            return config, "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+            config.check_fits(dtype, limit, **mode)
         except ConfigError as exc:
             _warn_once(f"{where}: {exc}; using the default config")
 
     def fits(config: KernelConfig) -> bool:
-        try:
-            config.check_fits(dtype)
-        except ConfigError:
-            return False
-        return True
+        return limit is None or fit_error(config, dtype, limit, tma, bias, store_z) is None
 
-    ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, runtime.shared_memory_limit()))
-    if ranked is not None:
-        return ranked.config, ranked.source
     config = default_config(m, n, k, dtype)
-    config.check_fits(dtype)
-    return config, "default"
+    default = fit_config(config, dtype, limit, **mode)
+    if default is None:
+        config.check_fits(dtype, limit, **mode)  # raises: no shrink of the default fits
+    default_source = "default" if default == config else "default, fitted"
+    ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, limit, tma, bias, store_z), default,
+                    lambda config: fit_config(config, dtype, limit, **mode))
+    if ranked is not None:
+        return (ranked.config, ranked.source) if ranked.source != "default" else (default, default_source)
+    # No model to score with: an entry for this shape in another layout is the best guess.
+    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None, name)
+    if found is not None:
+        where, config = found
+        fitted = fit_config(config, dtype, limit, **mode)
+        if fitted is not None:
+            source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+            return fitted, source if fitted == config else f"{source}, fitted"
+    return default, default_source
 
 
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
-                    device: torch.device, tma: bool = True, layout: str = "nn") -> KernelConfig:
+                    device: torch.device, store_z: bool = False, tma: bool = True,
+                    layout: str = "nn") -> KernelConfig:
     """The config of ``resolve``, without its source."""
-    return resolve(m, n, k, dtype, activation, bias, device, tma, layout)[0]
+    return resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)[0]
 
 
 _warned: set[str] = set()

@@ -165,18 +165,20 @@ class KernelConfig(BaseModel):
         """Whether any option of the TMA kernel differs from its default."""
         return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten
 
-    def shared_memory_bytes(self, dtype: torch.dtype = torch.float16) -> int:
-        """Estimated shared memory: num_stages buffers of an A tile and a B tile, plus
-        the slice of the C tile the TMA store goes through (1/epilogue_subtile of it)
-        when the TMA kernel may run it (not with split_k > 1 or stream_k)."""
-        elem = dtype.itemsize
-        total = self.num_stages * (self.block_m * self.block_k + self.block_k * self.block_n) * elem
-        if self.variant != "grouped" and self.split_k == 1 and not self.stream_k:  # only the TMA kernel stages C
-            total += self.block_m * self.block_n * elem // self.epilogue_subtile
-        return total
+    def shared_memory_bytes(self, dtype: torch.dtype = torch.float16, *, tma: bool = True, bias: bool = False,
+                            store_z: bool = False) -> int:
+        """Shared memory one program takes on Hopper for ``dtype`` operands, in the mode
+        of the call: the kernel that runs it (``tma``: whether the TMA kernel can take the
+        operands; True, the larger need, where that is not known), with a bias or not,
+        storing the pre-activation Z (a training forward) or not. See kernels/fit.py."""
+        from autokernel.kernels.fit import shared_memory_need
 
-    def check_fits(self, dtype: torch.dtype = torch.float16, limit: int | None = None) -> None:
-        """Raise ConfigError if the shared-memory estimate exceeds the device limit.
+        return shared_memory_need(self, dtype, tma=tma, bias=bias, store_z=store_z)
+
+    def check_fits(self, dtype: torch.dtype = torch.float16, limit: int | None = None, *, tma: bool = True,
+                   bias: bool = False, store_z: bool = False) -> None:
+        """Raise ConfigError if the shared memory this config takes in this mode (see
+        ``shared_memory_bytes``) exceeds the device limit.
 
         ``limit`` defaults to the current device's opt-in limit; under the interpreter
         there is no limit and the check passes.
@@ -184,7 +186,7 @@ class KernelConfig(BaseModel):
         limit = runtime.shared_memory_limit() if limit is None else limit
         if limit is None:
             return
-        error = _fit_error(self, dtype, limit)
+        error = fit_error(self, dtype, limit, tma, bias, store_z)
         if error:
             raise ConfigError(error)
 
@@ -246,15 +248,19 @@ class KernelConfig(BaseModel):
 
 
 @functools.lru_cache(maxsize=4096)
-def _fit_error(config: KernelConfig, dtype: torch.dtype, limit: int) -> str | None:
-    """Why ``config`` doesn't fit in ``limit`` bytes of shared memory, or None. Cached: it
-    runs on every launch, and configs are frozen."""
-    need = config.shared_memory_bytes(dtype)
+def fit_error(config: KernelConfig, dtype: torch.dtype, limit: int, tma: bool = True, bias: bool = False,
+              store_z: bool = False) -> str | None:
+    """Why ``config`` doesn't fit in ``limit`` bytes of shared memory in this mode (see
+    ``KernelConfig.shared_memory_bytes``), or None. Cached: configs are frozen."""
+    from autokernel.kernels.fit import describe
+
+    need = config.shared_memory_bytes(dtype, tma=tma, bias=bias, store_z=store_z)
     if need <= limit:
         return None
     return (
         f"config {config.short()} needs ~{need // 1024} KiB of shared memory for "
-        f"{str(dtype).removeprefix('torch.')}, the device allows {limit // 1024} KiB"
+        f"{str(dtype).removeprefix('torch.')} on {describe(config, dtype, tma=tma, bias=bias, store_z=store_z)}, "
+        f"the device allows {limit // 1024} KiB"
     )
 
 

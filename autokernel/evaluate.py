@@ -280,7 +280,7 @@ def launch_once(
     """
     trial = Trial(problem, config, "success", timing=timing_label())
     try:
-        config.check_fits(problem.torch_dtype)
+        config.check_fits(problem.torch_dtype, bias=problem.bias)
     except ConfigError as exc:
         trial.status, trial.error = "out_of_resources", str(exc)
         return trial

@@ -133,7 +133,9 @@ def test_first_generation_tries_the_default_and_other_problems_best(sweep, tmp_p
     assert config_key(result.trials[0].config) == config_key(default)
     other_best = min((o for o in loop.observations(store.read(), other, device=replay.device, timing="replay") if o.ok),
                      key=lambda o: o.ms).config
-    assert config_key(other_best) in {config_key(t.config) for t in result.trials[:2]}
+    # The priors come first: the default, its tile on the other kernel, flattened, at half height
+    # (where that fills the last wave better), then the other problems' best unless already there.
+    assert config_key(other_best) in {config_key(t.config) for t in result.trials[:5]}
 
 
 def test_stop_rules(sweep, tmp_path) -> None:

@@ -204,7 +204,7 @@ def matmul_config(problem: Any) -> tuple[Any, str]:
         problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout))
     try:
         return best.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
-                            runtime.kernel_device(), tma, problem.layout)
+                            runtime.kernel_device(), False, tma, problem.layout)
     except ConfigError as exc:
         fail(str(exc))
 

@@ -133,7 +133,7 @@ class SearchSpace:
             if why:
                 return why
         if self.smem_limit is not None:
-            need = config.shared_memory_bytes(p.torch_dtype)
+            need = config.shared_memory_bytes(p.torch_dtype, bias=p.bias)
             if need > self.smem_limit:
                 return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
         consumers = config.num_warps * (_WS_CONSUMER_GROUPS if config.warp_specialize else 1)
