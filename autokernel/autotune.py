@@ -294,7 +294,7 @@ class Cache:
                     _write_atomic(self.path, _dumps(self.head, merged))
             except OSError as exc:  # filelock's Timeout is one too
                 self.off = True
-                self._warn("write", f"{self.path}: {getattr(exc, 'strerror', None) or exc}; "
+                self._warn("io", f"{self.path}: {getattr(exc, 'strerror', None) or exc}; "
                            "first-use winners are kept in memory only in this process")
                 return
             from autokernel.config import KernelConfig
@@ -323,10 +323,10 @@ class Cache:
         of this device and software."""
         try:
             raw = self.path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # none yet; a write says why if it can't make one
             return {}
         except OSError as exc:
-            self._warn("read", f"{self.path}: {exc.strerror or exc}; not read")
+            self._warn("io", f"{self.path}: {exc.strerror or exc}; not read")
             return {}
         try:
             return _parse(raw, self.head)
@@ -335,7 +335,8 @@ class Cache:
             return {}
 
     def _warn(self, kind: str, message: str) -> None:
-        """One warning per kind ("read", "write") per file and process."""
+        """One warning per kind per file and process: "io" (the file cannot be read or written),
+        "read" (it is not one of this GPU and software)."""
         if kind not in self._warned:
             self._warned.add(kind)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
