@@ -37,6 +37,7 @@ import contextlib
 import datetime
 import functools
 import json
+import math
 import os
 import re
 import tempfile
@@ -407,6 +408,7 @@ def _race(pool: list[KernelConfig], make_call, budget_s: float) -> tuple[KernelC
     import torch
 
     from autokernel import runtime
+
     start = time.monotonic()
     raced: list[dict] = []
     ready: list[tuple[KernelConfig, Callable[[], None], dict]] = []
@@ -426,11 +428,10 @@ def _race(pool: list[KernelConfig], make_call, budget_s: float) -> tuple[KernelC
         ready.append((config, fn, row))
     times = _measure([fn for _, fn, _ in ready])
     for (_, _, row), ms in zip(ready, times):
-        if isinstance(ms, float):
-            row["ms"] = ms
-        else:
-            row["error"] = ms
-    timed = [(ms, i) for i, ms in enumerate(times) if isinstance(ms, float)]
+        if isinstance(ms, float) and not (math.isfinite(ms) and ms > 0):
+            ms = f"no reading ({ms} ms)"
+        row["ms" if isinstance(ms, float) else "error"] = ms
+    timed = [(row["ms"], i) for i, (_, _, row) in enumerate(ready) if "ms" in row]
     if not timed:
         return None, raced
     return ready[min(timed)[1]][0], raced
@@ -439,6 +440,7 @@ def _race(pool: list[KernelConfig], make_call, budget_s: float) -> tuple[KernelC
 def _measure(fns: list[Callable[[], None]]) -> list[float | str]:
     """Milliseconds per call of each of ``fns``, or the one line of what it raised."""
     from autokernel import runtime, timing
+
     if runtime.INTERPRETER:
         out: list[float | str] = []
         for fn in fns:

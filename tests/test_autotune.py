@@ -178,6 +178,12 @@ def test_a_candidate_that_fails_is_dropped_and_all_failing_keeps_nothing(fake_ti
     assert autotune.first_use(other, [A], Calls()) is None
 
 
+def test_a_reading_of_zero_or_nan_is_no_reading(fake_timer):
+    assert autotune.first_use(KEY, [A, B, C], Calls({A: 0.0, B: float("nan"), C: 2.0})) == C
+    raced = json.loads(autotune.cache().path.read_text())["entries"][KEY.text()]["raced"]
+    assert [r.get("error", "")[:10] for r in raced] == ["no reading", "no reading", ""]
+
+
 def test_the_time_budget_stops_new_candidates(fake_timer):
     calls = Calls({A: 2.0, B: 1.0})
     assert autotune.first_use(KEY, [A, B, C], calls, budget_s=0.0) == A  # the first one always runs
