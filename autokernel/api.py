@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from autokernel import best, runtime
+from autokernel import autotune, best, runtime
 from autokernel.config import KernelConfig
 from autokernel.kernels.epilogue import ACTIVATIONS
 
@@ -303,10 +303,38 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
     if m > 0 and n > 0:
         # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
         c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
+        tma, layout = _tma_can_run(a, b, c), operand_layout(a, b)
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
-                             tma=_tma_can_run(a, b, c), layout=operand_layout(a, b))
+                             tma=tma, layout=layout)
+        if config is None and autotune.enabled():
+            cfg = _tuned_on_first_use(cfg, a, b, bias, act, float(slope), store_z, tma, layout)
         launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
+
+
+def _tuned_on_first_use(cfg: KernelConfig, a, b, bias, act: str, slope: float, store_z: bool, tma: bool,
+                        layout: str) -> KernelConfig:
+    """The config tuning on first use keeps for this problem (``autokernel.autotune``):
+    the selector's best few raced on these operands into scratch outputs, once per
+    problem and GPU, the winner kept in the user's cache. ``cfg`` (the selector's pick)
+    where nothing is raced: an exact tuned entry exists, or timing is not allowed now
+    (CUDA-graph capture, torch.compile tracing)."""
+    m, k = a.shape
+    n = b.shape[1]
+    candidates = best.race_candidates(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
+    if not candidates:
+        return cfg
+    key = autotune.Key.of(m, n, k, a.dtype, act, bias is not None,
+                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma"))
+
+    def make_call(config: KernelConfig):
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        z = torch.empty((m, n), dtype=a.dtype, device=a.device) if store_z else None
+        launch = _plan_kernel(a, b, out, bias, act, slope, config, z)
+        args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
+        return lambda: launch(*args)
+
+    return autotune.first_use(key, candidates, make_call) or cfg
 
 
 def operand_layout(a, b) -> str:

@@ -540,6 +540,31 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     return default, default_source
 
 
+def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
+                    store_z: bool = False, tma: bool = True, layout: str = "nn", count: int = 8) -> list[KernelConfig]:
+    """What tuning on first use races for a problem: none where a tuned entry for exactly
+    this problem exists (it wins), else the selector's ``count`` best-ranked configs that
+    fit the call's mode, with what ``resolve`` picks first and the default among them."""
+    config, source = resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    if source.split(",")[0] in ("env", "shipped") and _exact(
+            m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, runtime.device_name(device)):
+        return []
+    limit = runtime.shared_memory_limit()
+    mode = dict(tma=tma, bias=bias, store_z=store_z)
+    default = fit_config(default_config(m, n, k, dtype), dtype, limit, **mode)
+    ranked = choice(m, n, k, dtype, activation, bias, device, tma,
+                    lambda c: limit is None or fit_error(c, dtype, limit, tma, bias, store_z) is None,
+                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode))
+    pool = [config] + ([default] if default is not None else [])
+    if ranked is not None:
+        pool += [s.config for s in ranked.ranked if s.predicted_us is not None]
+    out: list[KernelConfig] = []
+    for c in pool:
+        if c not in out:
+            out.append(c)
+    return out[:count]
+
+
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
                     device: torch.device, store_z: bool = False, tma: bool = True,
                     layout: str = "nn") -> KernelConfig:

@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+
+import autokernel
 import torch
 from typer.testing import CliRunner
 
@@ -331,3 +333,35 @@ def test_clear_deletes_the_files_and_forgets_the_winners(fake_timer):
     calls = Calls()
     assert autotune.first_use(KEY, [B], calls) == B and calls.asked == [B]  # raced again
     assert [e["config"] for e in autotune.entries()] == [B]
+
+
+def test_matmul_tunes_a_new_shape_on_first_use_and_reuses_the_winner(monkeypatch, device):
+    """Switched on, matmul's first call of a shape races the candidates on its operands and
+    keeps the winner; a later plan of the same shape (after clear_launch_cache) reads it."""
+    from autokernel import api, best
+
+    races = []
+    real = autotune.first_use
+    monkeypatch.setattr(autotune, "first_use", lambda *a, **kw: races.append(a[0]) or real(*a, **kw))
+    autotune.enable(True)
+    a, b = torch.randn(24, 20, device=device), torch.randn(20, 28, device=device)
+    out = autokernel.matmul(a, b, None, "relu")
+    torch.testing.assert_close(out, torch.relu(a @ b), rtol=1e-4, atol=1e-4)
+    (key,) = races
+    assert (key.m, key.n, key.k, key.activation) == (24, 28, 20, "relu")
+    winner = autotune.cache().get(key)
+    expected = best.race_candidates(24, 28, 20, a.dtype, "relu", False, a.device, layout="nn")
+    assert winner in expected
+    api.clear_launch_cache()
+    launched = []
+    real_plan = api._plan_kernel
+    monkeypatch.setattr(api, "_plan_kernel", lambda *args: launched.append(args[6]) or real_plan(*args))
+    autokernel.matmul(a, b, None, "relu")
+    assert launched == [winner]  # read back: no race launches a candidate again
+
+
+def test_matmul_does_not_tune_when_switched_off(monkeypatch, device):
+    called = []
+    monkeypatch.setattr(autotune, "first_use", lambda *a, **kw: called.append(a))
+    autokernel.matmul(torch.randn(8, 8, device=device), torch.randn(8, 8, device=device))
+    assert called == []
