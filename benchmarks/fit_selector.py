@@ -23,16 +23,20 @@ from autokernel.config import KernelConfig, default_config
 from autokernel.problem import DTYPES
 
 
+def shape_key(row: dict) -> tuple:
+    return (row["m"], row["n"], row["k"], row["dtype"], row["layout"], row.get("activation", "none"),
+            row.get("bias", False), row["device"])
+
+
 def read_rows(paths: list[str]) -> list[dict]:
-    rows = []
+    """The rows of every sweep file; where several files measured one problem, the last
+    file's rows alone (a newer measurement supersedes an older one)."""
+    by_file = []
     for path in paths:
         with open(path) as f:
-            rows += [json.loads(line) for line in f if line.strip()]
-    return rows
-
-
-def shape_key(row: dict) -> tuple:
-    return row["m"], row["n"], row["k"], row["dtype"], row["layout"], row["device"], row.get("sweep", 0)
+            by_file.append([json.loads(line) for line in f if line.strip()])
+    owner = {shape_key(row): i for i, rows in enumerate(by_file) for row in rows}
+    return [row for i, rows in enumerate(by_file) for row in rows if owner[shape_key(row)] == i]
 
 
 def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict, dict, float, select.Choice]:
