@@ -1,9 +1,9 @@
 """autokernel: Triton GEMM kernels with fused epilogues, measured against PyTorch.
 
 The public names are imported on first use (PEP 562), so ``autokernel --help`` and the
-CLI's argument checks run without importing torch or triton. Import order matters:
-``runtime`` decides, before triton is imported, whether kernels run on the GPU or under
-Triton's interpreter on the CPU, so it is imported before any public name.
+CLI's argument checks run without importing torch or triton. ``runtime``, imported before
+any public name, decides whether kernels run on the GPU or under Triton's interpreter on
+the CPU (with no CUDA device: the interpreter, whatever was imported first).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'autokernel' has no attribute {name!r}")
-    importlib.import_module("autokernel.runtime")  # first: sets TRITON_INTERPRET before triton loads
+    importlib.import_module("autokernel.runtime")  # first: chooses the GPU or the interpreter before any kernel is defined
     module = importlib.import_module(_EXPORTS[name])
     value = module if name == "nn" else getattr(module, name)
     globals()[name] = value

@@ -1,7 +1,12 @@
 """Where kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
 
-Triton reads TRITON_INTERPRET when it is first imported, so this module must be
-imported before anything imports triton. ``autokernel/__init__.py`` imports it first.
+With no CUDA device the kernels run under the interpreter, whatever was imported first;
+``TRITON_INTERPRET`` set in the environment decides instead (``1``: the interpreter even on
+a GPU machine; ``0``: never). Triton chooses between compiling and interpreting when
+``@jit`` wraps a function, reading ``TRITON_INTERPRET`` then: autokernel's kernels are
+wrapped after this module has run (``autokernel.kernels`` imports it first), and Triton's
+own helpers (tl.cdiv, tl.sum, ...), wrapped when triton.language was imported, are wrapped
+again here if that import came first.
 """
 
 from __future__ import annotations
@@ -9,27 +14,64 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import warnings
 
 import torch
+
+
+_TRUE = ("1", "true", "on", "yes")
+
+
+def _interpret_jit() -> None:
+    """Make ``@triton.jit`` interpret the kernels defined from here on, and Triton's own
+    ``@jit`` helpers if triton.language was already imported for the compiler."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton.language" in sys.modules:  # else it wraps its helpers for the interpreter when imported
+        _interpret_triton_language()
+
+
+def _interpret_triton_language() -> None:
+    """Wrap the ``@jit`` helpers of the loaded triton.language modules (tl.cdiv, tl.sum,
+    tl.zeros, ...) for the interpreter, as importing triton under TRITON_INTERPRET=1 does:
+    an interpreted kernel cannot call a helper wrapped for the compiler."""
+    from triton.language import core
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    wrapped: dict[int, InterpretedFunction] = {}
+
+    def interpreted(fn: JITFunction) -> InterpretedFunction:
+        if id(fn) not in wrapped:
+            wrapped[id(fn)] = InterpretedFunction(fn.fn, do_not_specialize=fn.do_not_specialize,
+                                                  debug=fn.debug, noinline=fn.noinline)
+        return wrapped[id(fn)]
+
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                setattr(module, attr, interpreted(value))
+    for attr, value in list(vars(core.tensor).items()):  # x.sum(), x.cdiv(...): a method forwarding to the helper
+        if isinstance(value, JITFunction):
+            setattr(core.tensor, attr, _method(interpreted(value)))
+
+
+def _method(fn):
+    def method(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return method
 
 
 def _decide_interpreter() -> bool:
     forced = os.environ.get("TRITON_INTERPRET")
     if forced is not None:
-        return forced not in ("", "0")
-    if torch.cuda.is_available():
-        return False
-    if "triton" in sys.modules:
-        warnings.warn(
-            "triton was imported before autokernel on a machine with no GPU; "
-            "set TRITON_INTERPRET=1 before importing triton so kernels can run on the CPU",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return False
-    os.environ["TRITON_INTERPRET"] = "1"
-    return True
+        interpret = forced.strip().lower() in _TRUE  # read as triton reads it
+    else:
+        interpret = not torch.cuda.is_available()
+    if interpret:
+        _interpret_jit()
+    return interpret
 
 
 INTERPRETER: bool = _decide_interpreter()

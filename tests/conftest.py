@@ -1,7 +1,7 @@
 import os
 
-# Kernels run under Triton's interpreter on CPU machines; it must be set before triton
-# is imported (autokernel.runtime does it too, this covers tests that import triton first).
+# Kernels run under Triton's interpreter in the suite, on a GPU machine too unless
+# TRITON_INTERPRET=0 is set (autokernel.runtime chooses it by itself on a CPU machine).
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # Rich reads the width when a Console is made (at import): wide enough that tables don't wrap.
 os.environ["COLUMNS"] = "200"

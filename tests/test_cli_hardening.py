@@ -172,15 +172,15 @@ def test_help_and_usage_errors_import_no_torch(args):
 
 def test_slow_interpreted_problems_are_warned_with_an_estimate(capsys):
     from autokernel import runtime
-    from autokernel.cli._common import warn_if_slow
+    from autokernel.cli._common import check_interpreter_budget
     from autokernel.problem import Problem
 
     if not runtime.INTERPRETER:
         pytest.skip("the warning is for the interpreter")
-    warn_if_slow([Problem(64, 64, 64), Problem(8192, 8192, 8192)])
+    check_interpreter_budget([Problem(64, 64, 64), Problem(8192, 8192, 8192)], force=True)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "8192x8192x8192" in lines[0] and "per kernel call" in lines[0], lines
-    warn_if_slow([Problem(256, 256, 256)])
+    check_interpreter_budget([Problem(256, 256, 256)], force=True)
     assert capsys.readouterr().err == ""
 
 

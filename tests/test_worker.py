@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,10 @@ def candidate(behaviour: str) -> KernelConfig:
     return GOOD.model_copy(update={"group_m": code})
 
 
+HANGING_MARKER = "AUTOKERNEL_TEST_HANGING"
+"""Where a hanging candidate marks that it has begun (a path in the environment, if set)."""
+
+
 def misbehave(config: KernelConfig) -> None:
     """Do what the config's group_m asks; return for a good one."""
     what = BEHAVIOUR.get(config.group_m)
@@ -61,6 +66,8 @@ def misbehave(config: KernelConfig) -> None:
     if what == "segfault":
         ctypes.string_at(0)
     if what == "hang":
+        if marker := os.environ.get(HANGING_MARKER):
+            Path(marker).touch()  # the test sees that this candidate is under way
         time.sleep(600)
 
 
@@ -237,23 +244,41 @@ def test_real_problem_end_to_end_through_the_production_workers():
     assert [t.config for t in retimed] == configs
 
 
-def test_ctrl_c_kills_the_workers_and_keeps_finished_trials():
+def test_ctrl_c_kills_the_workers_and_keeps_finished_trials(tmp_path, monkeypatch):
     assert threading.current_thread() is threading.main_thread()  # where SIGINT lands
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))  # the workers inherit it
     before = set(multiprocessing.active_children())
     seen: list[Trial] = []
     workers = []
+    done = threading.Event()
+
+    def ctrl_c_once_the_candidate_hangs() -> None:
+        # Ctrl-C while the next candidate hangs in its worker; sent to the main thread, as
+        # a process-wide signal may land in any thread and leave the main one waiting.
+        deadline = time.monotonic() + 30
+        while not hanging.exists() and not done.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if hanging.exists() and not done.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def on_trial(trial: Trial) -> None:
         seen.append(trial)
         workers.extend(set(multiprocessing.active_children()) - before)
-        # Ctrl-C while the next candidate hangs in its worker.
-        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        if len(seen) == 1:
+            threading.Thread(target=ctrl_c_once_the_candidate_hangs, daemon=True).start()
 
-    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=60, spare=False)
-    with pytest.raises(KeyboardInterrupt):
-        evaluator.evaluate(PROBLEM, [GOOD, candidate("hang"), GOOD], on_trial=on_trial)
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=45, spare=False)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.evaluate(PROBLEM, [GOOD, candidate("hang"), GOOD], on_trial=on_trial)
+    finally:
+        done.set()
+    assert hanging.exists()
     assert [t.status for t in seen] == ["success"]
     assert workers and not any(p.is_alive() for p in workers)
+    assert time.monotonic() - start < 40  # the interrupt, not the hang's timeout, ended it
 
 
 def _trial(config: KernelConfig, ms: float | None, gpu_ms: float | None = None, note: str | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, NoReturn
@@ -182,8 +183,16 @@ def require_timing_mode(interpret: bool) -> None:
 
     if runtime.INTERPRETER and not interpret:
         fail("no GPU here: kernels would run under Triton's interpreter; pass --interpret to time small problems on the CPU")
+    require_interpreter_if_asked(interpret)
+
+
+def require_interpreter_if_asked(interpret: bool) -> None:
+    """--interpret where the kernels are compiled for a GPU: refused (exit 2)."""
+    from autokernel import runtime
+
     if interpret and not runtime.INTERPRETER:
-        fail("--interpret on a machine with a GPU needs TRITON_INTERPRET=1 in the environment (triton reads it at import)")
+        fail("--interpret on a machine with a GPU needs TRITON_INTERPRET=1 in the environment "
+             "(read when the kernels are defined)")
 
 
 def check_repeat(repeat: int | None) -> None:
@@ -290,40 +299,113 @@ def measured_problems(
     return [Problem(m, n, k, d, a, bias) for (m, n, k), d, a in itertools.product(sizes, dtypes, acts)]
 
 
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Under Triton's interpreter, run problems estimated to need over half the available "
+                                 "memory or over 2 min per kernel call (refused otherwise)."),
+]
+
 _SLOW_CALL_S = 10.0  # warn before an interpreted kernel call estimated to take longer than this
-_CALIBRATION_EDGE = 256  # the slice timed for the estimate: big enough to amortise launch cost
+_MAX_CALL_S = 120.0  # refuse (without --force) an interpreted kernel call estimated to take longer
+_MEMORY_SHARE = 0.5  # refuse (without --force) a problem needing more than this share of the available memory
+_CALIBRATION_EDGES = (64, 128)  # two problems timed here: the interpreter's fixed cost per call, and per tile-step
+_CALIBRATE_ABOVE = 64  # tile-steps (programs x K-steps) a call may have before its time is estimated
 
 
-def warn_if_slow(problems: list[Any], passes: int = 1) -> None:
-    """Under the interpreter, warn before problems whose kernel calls will take long, with
-    an estimate from a slice of the problem timed here (the interpreter's cost grows
-    with M·N·K). ``passes``: GEMMs per call (3 for forward + backward)."""
-    from autokernel import runtime
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (MemAvailable), else the physical memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
 
-    if not runtime.INTERPRETER:
-        return
-    edge = _CALIBRATION_EDGE
-    big = [p for p in problems if p.m * p.n * p.k > edge**3]
-    if not big:
-        return
+
+def problem_bytes(problem: Any) -> int:
+    """The memory one check of ``problem`` holds: A, B, C and the bias in its dtype, and
+    the float32 reference (A and B upcast, and its output)."""
+    operands = problem.m * problem.k + problem.k * problem.n
+    output = problem.m * problem.n
+    return (operands + output + problem.n) * problem.torch_dtype.itemsize + (operands + output) * 4
+
+
+def _tile_steps(problem: Any, config: Any = None) -> int:
+    """Programs x K-steps of one kernel call (the interpreter runs each as Python)."""
+    from autokernel.config import default_config
+
+    c = config or default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+    return (-(-problem.m // c.block_m)) * (-(-problem.n // c.block_n)) * (-(-problem.k // c.block_k))
+
+
+def _seconds_per_tile_step(dtype: Any) -> float:
+    """The interpreter's seconds per tile-step here, from two default-config calls timed now
+    (the difference between them, so the fixed cost of a call is not counted per step)."""
     import time
 
     import torch
 
     from autokernel.api import matmul
+    from autokernel.problem import Problem
 
-    per_mac: dict[Any, float] = {}
-    for p in big:
-        if p.torch_dtype not in per_mac:
-            a = torch.randn(edge, edge, dtype=p.torch_dtype)
-            start = time.perf_counter()
-            matmul(a, a)
-            per_mac[p.torch_dtype] = (time.perf_counter() - start) / edge**3
-        seconds = per_mac[p.torch_dtype] * p.m * p.n * p.k * passes
+    matmul(torch.ones(16, 16, dtype=dtype), torch.ones(16, 16, dtype=dtype))  # the kernel's first-call set-up
+    times, steps = [], []
+    for edge in _CALIBRATION_EDGES:
+        a = torch.randn(edge, edge, dtype=dtype)
+        start = time.perf_counter()
+        matmul(a, a)
+        times.append(time.perf_counter() - start)
+        steps.append(_tile_steps(Problem(edge, edge, edge, str(dtype).removeprefix("torch."))))
+    marginal = (times[1] - times[0]) / (steps[1] - steps[0])
+    return max(marginal, times[1] / steps[1] / 4)  # timing noise must not make it ~0
+
+
+def call_seconds(problems: list[Any], passes: int = 1, config: Any = None) -> list[tuple[Any, float]]:
+    """(problem, estimated seconds per kernel call under the interpreter) for each problem
+    with over _CALIBRATE_ABOVE tile-steps; ``passes``: GEMMs per call (3: forward + backward)."""
+    per_step: dict[Any, float] = {}
+    out = []
+    for p in problems:
+        steps = _tile_steps(p, config)
+        if steps <= _CALIBRATE_ABOVE:
+            continue
+        if p.torch_dtype not in per_step:
+            per_step[p.torch_dtype] = _seconds_per_tile_step(p.torch_dtype)
+        out.append((p, per_step[p.torch_dtype] * steps * passes))
+    return out
+
+
+def check_interpreter_budget(problems: list[Any], force: bool, passes: int = 1, config: Any = None) -> None:
+    """Under the interpreter, refuse (exit 2) a problem estimated to need over half the
+    available memory, or over _MAX_CALL_S per kernel call by calls timed here, unless
+    ``force``; warn before calls estimated over _SLOW_CALL_S. Nothing on a GPU."""
+    from autokernel import runtime
+
+    if not runtime.INTERPRETER:
+        return
+    available = available_memory()
+    if not force and available is not None:
+        for p in problems:
+            if (need := problem_bytes(p)) > _MEMORY_SHARE * available:
+                fail(f"{p.label()} needs about {_size(need)} (operands, output and the float32 reference), over half "
+                     f"of the {_size(available)} available; pass --force to run it anyway")
+    for p, seconds in call_seconds(problems, passes, config):
+        if seconds > _MAX_CALL_S and not force:
+            fail(f"{p.label()} under Triton's interpreter: about {_duration(seconds)} per kernel call (estimated "
+                 f"from calls timed here), over the {_duration(_MAX_CALL_S)} limit; pass --force to run it anyway")
         if seconds > _SLOW_CALL_S:
             warn(f"{p.label()} under Triton's interpreter: about {_duration(seconds)} per kernel call "
-                 f"(estimated from a {edge}³ call timed here), and a run makes several; "
+                 "(estimated from calls timed here), and a run makes several; "
                  "Ctrl-C stops it and keeps the rows already saved")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def _duration(seconds: float) -> str:

@@ -43,7 +43,8 @@ from autokernel.cli._common import (
     trial_timer,
     user_errors,
     warn,
-    warn_if_slow,
+    check_interpreter_budget,
+    ForceOpt,
 )
 
 if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
@@ -241,6 +242,7 @@ def bench(
     csv_path: Annotated[str | None, typer.Option("--csv", help="Also write this run's table to a CSV file.")] = None,
     history: HistoryOpt = None,
     interpret: InterpretOpt = False,
+    force: ForceOpt = False,
     repeat: RepeatOpt = None,
     backward: Annotated[
         bool,
@@ -278,7 +280,7 @@ def bench(
                 open(csv_path, "a").close()
             except OSError as exc:
                 fail(f"cannot write --csv {csv_path}: {exc.strerror}")
-    warn_if_slow(problems, passes=3 if backward else 1)  # forward, dX and dW GEMMs
+    check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
 
     def record(result: BenchResult) -> None:

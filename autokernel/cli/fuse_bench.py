@@ -38,7 +38,8 @@ from autokernel.cli._common import (
     trial_timer,
     user_errors,
     warn,
-    warn_if_slow,
+    ForceOpt,
+    check_interpreter_budget,
 )
 
 if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
@@ -170,6 +171,7 @@ def fuse_bench(
     json_out: JsonOpt = False,
     history: HistoryOpt = None,
     interpret: InterpretOpt = False,
+    force: ForceOpt = False,
     repeat: RepeatOpt = None,
 ) -> None:
     """Fused matmul + bias + activation: torch eager, cuBLASLt's epilogue, torch.compile and Triton.
@@ -192,7 +194,7 @@ def fuse_bench(
     for p, cfg in tuned.items():
         if best and cfg is None:
             warn(f"no config in {best} for {p.label()}; showing the config autokernel.matmul picks only")
-    warn_if_slow(problems)
+    check_interpreter_budget(problems, force)
     run_id = start_run(store)
     timer, how = trial_timer(repeat)
 

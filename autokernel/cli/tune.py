@@ -16,6 +16,7 @@ from autokernel.cli._common import (
     EXIT_FAILED,
     ActivationOpt,
     DtypeOpt,
+    ForceOpt,
     HistoryOpt,
     InterpretOpt,
     JsonOpt,
@@ -23,6 +24,7 @@ from autokernel.cli._common import (
     MOpt,
     NOpt,
     SizeOpt,
+    check_interpreter_budget,
     console,
     err_console,
     fail,
@@ -98,6 +100,7 @@ def tune(
     seed: SeedOpt = None,
     history: HistoryOpt = None,
     interpret: InterpretOpt = False,
+    force: ForceOpt = False,
     replay: ReplayOpt = None,
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
@@ -115,6 +118,8 @@ def tune(
     workers = _start_workers(timeout, replay)
     with _closed_on_error(workers), user_errors():
         problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
+        if replay is None:
+            check_interpreter_budget(problems, force)
         options = _options(generations, per_generation, strategy, seed, timeout, model, replay, cache)
     run(problems, options, history, json_out, plot, command="tune", workers=workers)
 
@@ -498,6 +503,7 @@ def loop(
     seed: SeedOpt = None,
     history: HistoryOpt = None,
     interpret: InterpretOpt = False,
+    force: ForceOpt = False,
     replay: ReplayOpt = None,
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
@@ -521,6 +527,8 @@ def loop(
                 require_timing_mode(interpret)
         else:
             problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
+        if replay is None:
+            check_interpreter_budget(problems, force)
         if patience < 1:
             fail(f"--patience must be >= 1, got {patience}")
         if min_gain < 0:

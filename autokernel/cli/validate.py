@@ -15,6 +15,8 @@ from autokernel.cli._common import (
     ActivationOpt,
     ConfigOpt,
     DtypeOpt,
+    ForceOpt,
+    InterpretOpt,
     JsonOpt,
     KOpt,
     MOpt,
@@ -32,7 +34,8 @@ from autokernel.cli._common import (
     problem_sizes,
     start_run,
     user_errors,
-    warn_if_slow,
+    check_interpreter_budget,
+    require_interpreter_if_asked,
 )
 
 if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
@@ -163,6 +166,9 @@ def validate(
     seed: Annotated[int | None, typer.Option(help="Seed for the random inputs (default: fresh each run).")] = None,
     json_out: JsonOpt = False,
     history: HistoryOpt = None,
+    interpret: Annotated[bool, typer.Option("--interpret", help="Run under Triton's interpreter on the CPU (where "
+                                                                 "there is no GPU it does anyway).")] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Check the kernel against a float32 torch reference; exit 0 iff every case passes.
 
@@ -181,13 +187,14 @@ def validate(
             if lay not in LAYOUTS:
                 raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}; got {lay!r}")
         cfg = parse_config(config)
+        require_interpreter_if_asked(interpret)
         problems = build_suite(sizes, dtypes, acts, bias, layout)
         store = history_store(history)
     if not problems:
         fail("no case matches these options")
     picked = [(cfg, "config") if cfg is not None else matmul_config(p) for p in problems]
     configs, sources = [c for c, _ in picked], [s for _, s in picked]
-    warn_if_slow(problems)
+    check_interpreter_budget(problems, force, config=cfg)
     from autokernel.evaluate import check_status
     from autokernel.history import make_row
 

@@ -14,45 +14,30 @@ ACTIVATIONS = ("none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu")
 # Compiled Triton reads a global only when it is a tl.constexpr instance (an annotation is
 # not enough, and the interpreter doesn't check). Keep the tensor on the left of each
 # product: the interpreter can't multiply a constexpr by a tensor.
-_SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
-_GELU_CUBIC = tl.constexpr(0.044715)
 _INV_SQRT2 = tl.constexpr(0.7071067811865476)
 _INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
-# The forward silu takes exactly two special-function (MUFU) instructions per element,
-# ex2.approx.ftz and rcp.approx.ftz, as z / (1 + 2^x): the same two operations
-# tl.sigmoid compiles to, without the range fix-ups Triton adds around exp and the IEEE
-# division. On the H100 that cut its cost over the plain GEMM from +7.4 % to +6.1 %,
-# raced on the fused shapes, with the same error against float64. The forward gelu_tanh
-# takes one, tanh.approx, as 0.5 z (1 + tanh u): cost +3.5 % (from +9.3 %), and over
-# every finite fp16 and bf16 input in [-20, 20] an error against float64 identical to
-# cuBLASLt's own gelu epilogue in each of five measures (max abs, max rel, norm, share
-# not correctly rounded, tail): cuBLASLt computes it the same way. silu by tanh.approx
-# was as fast but up to 15x less accurate in its negative tail, so silu keeps two
-# (docs/runs/kernels/epilogue_math_h100.txt, docs/kernel-notes.md). The interpreter has
-# no PTX: there each instruction is its exact formula.
+# The forward gelu_tanh and silu take exactly two special-function (MUFU) instructions
+# per element, ex2.approx.ftz and rcp.approx.ftz, as z / (1 + 2^x): the same two
+# operations tl.sigmoid compiles to, without the range fix-ups Triton adds around exp and
+# the IEEE division. gelu_tanh(z) = 0.5 z (1 + tanh u) = z sigmoid(2u), so both are
+# z * sigmoid(.), relatively accurate everywhere: 0.5 z (1 + tanh u) by one tanh.approx
+# is cheaper (+3.5 % over the plain GEMM against +6.2 % on the H100's fused shapes) but
+# cancels where tanh u is near -1, up to ~2e-2 relative error in bf16 in the negative
+# tail (docs/kernel-notes.md). The interpreter has no PTX: there each instruction is its
+# exact formula, with 2^x's argument clamped below the float32 overflow (2^127 already
+# makes the result z * 6e-39, zero in the output dtype's terms).
 _HW_MATH = tl.constexpr(not runtime.INTERPRETER)
 """Compiled for a GPU: PTX approximate instructions may be used (not in the interpreter)."""
 _LOG2E = tl.constexpr(1.4426950408889634)
-# gelu_tanh(z) = 0.5 z (1 + tanh u), u = z (sqrt(2/pi) + B z^2), B = sqrt(2/pi) 0.044715.
-_GELU_U_B = tl.constexpr(0.7978845608028654 * 0.044715)
-
-
-@triton.jit
-def _tanh(x):
-    # tanh through sigmoid: one exp, no libdevice dependency, and works in the interpreter.
-    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
-
-
-@triton.jit
-def _tanh_hw(x):
-    """tanh(x): on the GPU one MUFU.TANH (tanh.approx.f32, relative error ~2^-11)."""
-    if _HW_MATH:
-        y = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
-                                      pack=1)
-    else:
-        y = _tanh(x)
-    return y
+_EXP2_MAX = tl.constexpr(127.0)
+# gelu_tanh(z) = z / (1 + 2^x), x = -2 log2(e) u, u = sqrt(2/pi) (z + 0.044715 z^3):
+# x = z (X0 + X1 z^2).
+_GELU_X0 = tl.constexpr(-2.0 * 1.4426950408889634 * 0.7978845608028654)
+_GELU_X1 = tl.constexpr(-2.0 * 1.4426950408889634 * 0.7978845608028654 * 0.044715)
+# d gelu_tanh / dz = s + z s (1 - s) (D0 + D1 z^2), s = sigmoid(2u), D = 2 du/dz.
+_GELU_D0 = tl.constexpr(2.0 * 0.7978845608028654)
+_GELU_D1 = tl.constexpr(2.0 * 0.7978845608028654 * 3.0 * 0.044715)
 
 
 @triton.jit
@@ -65,8 +50,16 @@ def _times_sigmoid(z, x):
         r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + e], dtype=tl.float32,
                                       is_pure=True, pack=1)
     else:
-        r = 1.0 / (1.0 + tl.math.exp2(x))
+        r = 1.0 / (1.0 + tl.math.exp2(tl.minimum(x, _EXP2_MAX)))
     return z * r
+
+
+@triton.jit
+def _sigmoid_parts(x):
+    """(s, 1 - s) for s = 1 / (1 + 2^x), each without cancellation: 1 - s = 2^x s."""
+    e = tl.math.exp2(tl.minimum(x, _EXP2_MAX))
+    s = 1.0 / (1.0 + e)
+    return s, e * s
 
 
 @triton.jit
@@ -79,8 +72,7 @@ def apply_activation(z, slope, ACTIVATION: tl.constexpr):
     elif ACTIVATION == "gelu":
         z = 0.5 * z * (1.0 + tl.math.erf(z * _INV_SQRT2))
     elif ACTIVATION == "gelu_tanh":
-        h = 0.5 * z
-        z = tl.fma(h, _tanh_hw(z * tl.fma(z * z, _GELU_U_B, _SQRT_2_OVER_PI)), h)
+        z = _times_sigmoid(z, z * tl.fma(z * z, _GELU_X1, _GELU_X0))
     elif ACTIVATION == "silu":
         z = _times_sigmoid(z, z * -_LOG2E)
     return z
@@ -98,12 +90,11 @@ def activation_grad(z, slope, ACTIVATION: tl.constexpr):
         pdf = tl.exp(-0.5 * z * z) * _INV_SQRT_2PI
         g = cdf + z * pdf
     elif ACTIVATION == "gelu_tanh":
-        inner = (z + z * z * z * _GELU_CUBIC) * _SQRT_2_OVER_PI
-        t = _tanh(inner)
-        g = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + z * z * (3.0 * _GELU_CUBIC))
+        s, s_c = _sigmoid_parts(z * tl.fma(z * z, _GELU_X1, _GELU_X0))
+        g = s + z * (s_c * s) * tl.fma(z * z, _GELU_D1, _GELU_D0)
     elif ACTIVATION == "silu":
-        s = tl.sigmoid(z)
-        g = s * (1.0 + z * (1.0 - s))
+        s, s_c = _sigmoid_parts(z * -_LOG2E)
+        g = s * (1.0 + z * s_c)
     else:
         g = tl.full(z.shape, 1.0, tl.float32)
     return g

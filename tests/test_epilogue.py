@@ -1,0 +1,77 @@
+"""The fused activations and their derivatives over the whole float32 range, against
+float64: C = act(x) from a K = 1 GEMM of the column x by [[1]], act'(x) from its backward."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import autokernel as ak
+from autokernel import runtime
+
+# Every value exactly representable in tf32 too (the GPU's fp32 dot), so C = act(x) there as well.
+X = torch.cat([
+    torch.arange(-1280, 1281) / 64,  # [-20, 20]
+    torch.arange(-1024, 1025) / 1024,  # [-1, 1], finer
+    torch.tensor([-1e4, 1e4, -200.0, 200.0, -100.0, 100.0, -90.0, -89.0, -88.0, 0.0, 2.0**-100, -(2.0**-100)]),
+]).float()
+TINY = 1e-30  # below this |reference|, only the absolute error is bounded
+
+
+def _sigmoid_form(z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return z * torch.sigmoid(x)
+
+
+def reference(act: str, z: torch.Tensor) -> torch.Tensor:
+    if act == "gelu":
+        return 0.5 * z * torch.special.erfc(-z / math.sqrt(2))
+    if act == "gelu_tanh":
+        return _sigmoid_form(z, 2 * math.sqrt(2 / math.pi) * (z + 0.044715 * z**3))
+    return _sigmoid_form(z, z)
+
+
+def reference_grad(act: str, z: torch.Tensor) -> torch.Tensor:
+    z = z.clone().requires_grad_()
+    reference(act, z).sum().backward()
+    return z.grad
+
+
+def _check(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> None:
+    assert not out.isnan().any()
+    err = (out.double() - ref).abs()
+    bound = rtol * ref.abs() + atol
+    worst = int((err / bound).argmax())
+    assert (err <= bound).all(), f"x = {X[worst].item()}: {out[worst].item()} vs {ref[worst].item()}"
+
+
+def _quietly(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warnings under the interpreter
+        return fn()
+
+
+@pytest.mark.parametrize("act", ["gelu_tanh", "silu"])
+def test_activation_is_relatively_accurate_everywhere(act, device):
+    ref = reference(act, X.double())
+    out = _quietly(lambda: ak.matmul(X[:, None].to(device), torch.ones(1, 1, device=device), None, act))[:, 0].cpu()
+    big = ref.abs() > TINY
+    _check(out[big], ref[big], 2e-5 if runtime.INTERPRETER else 1e-4, 0.0)
+    _check(out[~big], ref[~big], 0.0, 1e-30)
+    assert out[X == 1e4].item() == 1e4 and abs(out[X == -1e4].item()) < 1e-30
+
+
+@pytest.mark.parametrize("act", ["gelu_tanh", "silu"])
+def test_activation_grad_is_accurate_everywhere(act, device):
+    """Relatively, but for an absolute float32 rounding where the derivative crosses zero."""
+    x = X[:, None].to(device).requires_grad_()
+    _quietly(lambda: ak.linear(x, torch.ones(1, 1, device=device), None, act).sum().backward())
+    grad = x.grad[:, 0].cpu()
+    _check(grad, reference_grad(act, X.double()), 2e-5 if runtime.INTERPRETER else 3e-3, 2e-7)
+
+
+def test_gelu_is_as_accurate_as_torchs():
+    """gelu (erf) cancels in its negative tail as torch's own float32 gelu does: bounded absolutely."""
+    out = _quietly(lambda: ak.matmul(X[:, None].to(runtime.kernel_device()),
+                                     torch.ones(1, 1, device=runtime.kernel_device()), None, "gelu"))[:, 0].cpu()
+    _check(out, reference("gelu", X.double()), 1e-5, 1e-6)
