@@ -459,7 +459,8 @@ def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) ->
 
 def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
            tma: bool = True, fits=lambda config: True, fits_key=None,
-           default: KernelConfig | None = None, shrink=lambda config: config) -> "select.Choice | None":
+           default: KernelConfig | None = None, shrink=lambda config: config,
+           layout: str = "nn") -> "select.Choice | None":
     """The selector's ranking for this problem on ``device`` (``autokernel explain`` prints
     it), or None where no model is fitted for the GPU. ``fits`` filters configs that
     cannot launch in the call's mode; ``shrink`` makes a tuned entry fit it (None where
@@ -474,7 +475,7 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
                   for config, where in _nearby(m, n, k, dt, activation, name)
                   if (shrunk := shrink(config)) is not None)
     return select.choose(model, m, n, k, dtype, tma=tma, default=default or default_config(m, n, k, dtype),
-                         tuned=tuned, fits=fits, fits_key=fits_key)
+                         tuned=tuned, fits=fits, fits_key=fits_key, aligned=select.rows_aligned(k, layout))
 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
@@ -526,9 +527,9 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
         config.check_fits(dtype, limit, **mode)  # raises: no shrink of the default fits
     default_source = "default" if default == config else "default, fitted"
     ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, limit, tma, bias, store_z), default,
-                    lambda config: fit_config(config, dtype, limit, **mode))
+                    lambda config: fit_config(config, dtype, limit, **mode), layout)
     if ranked is not None:
-        return (ranked.config, ranked.source) if ranked.source != "default" else (default, default_source)
+        return (ranked.config, ranked.source) if ranked.config != default else (default, default_source)
     # No model to score with: an entry for this shape in another layout is the best guess.
     found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None, name)
     if found is not None:
@@ -554,7 +555,7 @@ def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str,
     default = fit_config(default_config(m, n, k, dtype), dtype, limit, **mode)
     ranked = choice(m, n, k, dtype, activation, bias, device, tma,
                     lambda c: limit is None or fit_error(c, dtype, limit, tma, bias, store_z) is None,
-                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode))
+                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode), layout)
     pool = [config] + ([default] if default is not None else [])
     if ranked is not None:
         pool += [s.config for s in ranked.ranked if s.predicted_us is not None]

@@ -365,14 +365,25 @@ def _predict(p: _Prepared, m: int, n: int, k: int, itemsize: int, programs: int)
     return p.constants.predict_us(waves, float(k_per), float(nbytes))
 
 
+def rows_aligned(k: int, layout: str) -> bool:
+    """False where an operand stores its rows along K (A row-major, or B as a transposed
+    view: nn.Linear's weight) and K is not a multiple of 16 elements. The pointer kernels
+    then load the K tail masked, without 16-byte vectors: on the H100 they ran at 0.09-0.26x
+    cuBLAS on such problems of 568 rows and more (K = 1000), where the TMA kernel ran at
+    0.53-0.72x (benchmarks/results/select_resweep_h100.jsonl)."""
+    return k % 16 == 0 or (layout[0] != "n" and layout[1] != "t")
+
+
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
-           margin: float = DEFAULT_MARGIN) -> Choice:
+           margin: float = DEFAULT_MARGIN, aligned: bool = True) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
     left out. The fastest predicted wins, unless it beats the default's prediction by
-    less than ``margin``.
+    less than ``margin``. Where the TMA kernel can run and the operands' rows along K are
+    not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
+    it is one) are left out while a TMA config remains.
 
     ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
     the launch's mode); given, the candidates' answers are kept per key, so that a new
@@ -394,6 +405,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     caps = (max(16, _next_pow2(max(m, 1))), max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))))
     pool += [(p, "candidate") for p in candidates
              if p.key not in seen and _why_not(p.config, m, n, k, tma, model.programs, *caps) is None]
+    if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
+        pool = [(p, source) for p, source in pool if p.kind == "tma"]
     programs = model.programs
     scores = sorted(((_predict(p, m, n, k, itemsize, programs), p, source) for p, source in pool),
                     key=lambda s: (s[0] is None, s[0] or 0.0))

@@ -47,7 +47,8 @@ def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict
     measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
     default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
     choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default,
-                           fits=lambda c: c in measured, margin=margin)
+                           fits=lambda c: c in measured, margin=margin,
+                           aligned=select.rows_aligned(r0["k"], r0["layout"]))
     cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
     return measured[choice.config], measured[default], cublas, choice
 

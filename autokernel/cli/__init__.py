@@ -35,7 +35,7 @@ def _root(
 
 def _register() -> None:
     from autokernel.cli import bench, fuse_bench, validate
-    from autokernel.cli import cache, export, history, report, roofline, tune
+    from autokernel.cli import cache, explain, export, history, report, roofline, tune
 
     validate.register(app)
     bench.register(app)
@@ -46,6 +46,7 @@ def _register() -> None:
     report.register(app)
     tune.register(app)
     cache.register(app)
+    explain.register(app)
 
 
 _register()

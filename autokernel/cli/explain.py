@@ -1,0 +1,89 @@
+"""`autokernel explain`: which config autokernel.matmul picks for a problem, and why."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from autokernel.cli._common import JsonOpt, console, fail, print_json, print_table, user_errors
+
+
+def explain(
+    m: Annotated[int, typer.Option("--m", help="M (rows of A and C).")],
+    n: Annotated[int, typer.Option("--n", help="N (columns of B and C).")],
+    k: Annotated[int, typer.Option("--k", help="K (the reduction dimension).")],
+    dtype: Annotated[str, typer.Option("--dtype", "-d", help="float16/fp16 or bfloat16/bf16.")] = "float16",
+    layout: Annotated[str, typer.Option(help="nn, nt (nn.Linear's weight), tn or tt.")] = "nt",
+    activation: Annotated[str, typer.Option("--activation", "-a", help="The fused activation.")] = "none",
+    bias: Annotated[bool, typer.Option("--bias", help="With a bias.")] = False,
+    device: Annotated[str | None, typer.Option(
+        help="The GPU to explain for, by name (e.g. 'NVIDIA H100 80GB HBM3'); default: this machine's. "
+             "Works without that GPU: the model is data.")] = None,
+    top: Annotated[int, typer.Option(help="How many ranked configs to show.")] = 12,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the configs the selector ranked for a problem, their predicted times, and why the
+    winner won: a tuned entry for exactly the problem, else the selector's choice among its
+    candidates, nearby tuned entries and the default. Predictions come from the model fitted
+    for the GPU (autokernel/configs/selector/); nothing is launched or timed."""
+    import torch
+
+    from autokernel import best, runtime, select
+    from autokernel.config import ConfigError, default_config
+    from autokernel.problem import Problem
+
+    with user_errors():
+        problem = Problem(m, n, k, dtype, activation, bias, layout)
+    if problem.torch_dtype == torch.float32:
+        fail("the selector ranks float16 and bfloat16 problems; float32 takes the default config")
+    name = device or runtime.device_name()
+    if device is not None:  # a part of a shipped model's name ("h100") names that GPU
+        shipped = sorted((best.SHIPPED_DIR / "selector").glob("*.json"))
+        matches = [p.stem for p in shipped if best.device_key(device) in p.stem]
+        if best.device_key(device) not in [p.stem for p in shipped] and len(matches) == 1:
+            name = matches[0]
+    try:
+        model = best.selector_model(name)
+        exact = best._exact(m, n, k, problem.dtype, problem.activation, bias, layout, name)
+    except ConfigError as exc:
+        fail(str(exc))
+    if model is None:
+        fail(f"no selector model for {name}: autokernel.matmul takes a tuned entry for exactly the problem, "
+             "else the default config there")
+    tma = select.tma_aligned(m, n, k, problem.torch_dtype, layout)
+    default = default_config(m, n, k, problem.torch_dtype, gpu=True)
+    choice = select.choose(model, m, n, k, problem.torch_dtype, tma=tma, default=default,
+                           tuned=best._nearby(m, n, k, problem.dtype, problem.activation, name),
+                           aligned=select.rows_aligned(k, layout))
+    if exact is not None:
+        winner, source, reason = exact[1], "env" if exact[0].startswith("$") else "shipped", \
+            f"a tuned entry for exactly this problem ({exact[0]})"
+    else:
+        winner, source, reason = choice.config, choice.source, choice.reason
+    ranked = choice.ranked[:top]
+    if json_out:
+        print_json({"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": source,
+                    "reason": reason, "ranked": [{"config": s.config.model_dump(), "label": s.config.short(),
+                                                  "source": s.source, "predicted_us": s.predicted_us,
+                                                  "scored_as": s.scored_as.short() if s.scored_as else None}
+                                                 for s in ranked]})
+        return
+    table = Table(title=f"{escape(problem.label())} on {escape(name)}: predicted GPU time per call")
+    table.add_column("", no_wrap=True)
+    table.add_column("config")
+    table.add_column("from")
+    table.add_column("predicted µs", justify="right")
+    table.add_column("scored as")
+    for s in ranked:
+        table.add_row("→" if s.config == winner else "", escape(s.config.short()), escape(s.source),
+                      "-" if s.predicted_us is None else f"{s.predicted_us:.1f}",
+                      "" if s.scored_as in (None, s.config) else escape(s.scored_as.short()))
+    print_table(table)
+    console.print(escape(f"picks {winner.short()} [{source}]: {reason}"), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="explain")(explain)

@@ -1,0 +1,145 @@
+"""Differential fuzz of autokernel.matmul and autokernel.linear against a float32 reference.
+
+    python3 benchmarks/fuzz.py [--cases 400] [--seed S]      # a GPU, or the interpreter on tiny sizes
+
+Each case draws a problem nobody chose: M, N, K log-uniform (a tenth of them 1), float16,
+bfloat16 or float32, each operand row-major, transposed or a strided slice, a bias or not,
+any activation; the config is the one matmul picks (six cases in ten) or a candidate of the
+selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
+first; the case passes when every element is written and the result is within 1e-2 of the
+reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
+mantissa. A config refused for shared memory (ConfigError, before launch) is counted, not a
+failure; any other exception is. One case in five also runs linear's backward and checks
+dX, dW and db. Exit code 1 on any failure; the failing cases are printed in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+
+import torch
+
+import autokernel
+from autokernel import runtime
+from autokernel.candidates import CANDIDATES
+from autokernel.config import ConfigError, KernelConfig
+from autokernel.evaluate import compare, reference, relative_error
+from autokernel.kernels.epilogue import ACTIVATIONS
+from autokernel.tuning.space import SearchSpace
+from autokernel.problem import Problem
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return 2e-2 if dtype == torch.bfloat16 else 1e-2
+
+
+def operand(rows: int, cols: int, how: str, dtype, device, gen) -> torch.Tensor:
+    """A [rows, cols] operand stored row-major ("n"), as a transposed view ("t"), or as
+    every other column of a wider row-major tensor ("s": a stride that is no unit)."""
+    if how == "t":
+        base = torch.randn(cols, rows, generator=gen, device=device).t()
+    elif how == "s":
+        base = torch.randn(rows, 2 * cols, generator=gen, device=device)[:, ::2]
+    else:
+        base = torch.randn(rows, cols, generator=gen, device=device)
+    return base.to(dtype)
+
+
+def draw(rng: random.Random, small: bool):
+    cap = 96 if small else 4096
+
+    def size(floor: int = 1) -> int:
+        return 1 if rng.random() < 0.1 else max(floor, round(math.exp(rng.uniform(0, math.log(cap)))))
+
+    m, n, k = size(), size(), size()
+    dtype = rng.choice(DTYPES)
+    hows = (rng.choice("nts"), rng.choice("nts"))
+    bias = rng.random() < 0.5
+    act = rng.choice(ACTIVATIONS)
+    r = rng.random()
+    if r < 0.6:
+        config = None
+    elif r < 0.8:
+        config = rng.choice(CANDIDATES)
+    else:
+        space = SearchSpace.for_problem(Problem(m, n, k, "float16" if dtype == torch.float32 else str(dtype)[6:]))
+        configs = space.configs()
+        config = rng.choice(configs) if configs else None
+    return m, n, k, dtype, hows, bias, act, config
+
+
+def run_case(case, device, gen) -> tuple[str, str]:
+    m, n, k, dtype, hows, bias, act, config = case
+    a = operand(m, k, hows[0], dtype, device, gen) / max(k, 1) ** 0.5
+    b = operand(k, n, hows[1], dtype, device, gen)
+    bb = torch.randn(n, generator=gen, device=device).to(dtype) if bias else None
+    out = torch.full((m, n), float("nan"), dtype=dtype, device=device)
+    try:
+        autokernel.matmul(a, b, bb, act, config=config, out=out)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    except ConfigError as exc:
+        return "refused", str(exc)
+    ref = reference(a, b, bb, act)
+    max_abs, rel, close, written = compare(out, ref)
+    tol = tolerance(dtype)
+    if not (written and close and rel <= tol) and not (written and rel <= tol and max_abs <= 2 * tol):
+        return "FAIL", f"rel {rel:.2e} max_abs {max_abs:.2e} written {written}"
+    return "ok", f"rel {rel:.1e}"
+
+
+def run_backward(case, device, gen) -> tuple[str, str]:
+    m, n, k, dtype, hows, bias, act, _ = case
+    x = operand(m, k, hows[0], dtype, device, gen).requires_grad_()
+    w = (operand(n, k, hows[1], dtype, device, gen) / max(k, 1) ** 0.5).requires_grad_()
+    bb = torch.randn(n, generator=gen, device=device).to(dtype).requires_grad_() if bias else None
+    y = autokernel.linear(x, w, bb, act)
+    dy = torch.randn(y.shape, generator=gen, device=device).to(dtype)
+    y.backward(dy)
+    xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    bf = bb.detach().float().requires_grad_() if bias else None
+    yf = reference(xf, wf.t(), bf, act)
+    yf.backward(dy.float())
+    pairs = [("dX", x.grad, xf.grad), ("dW", w.grad, wf.grad)] + ([("db", bb.grad, bf.grad)] if bias else [])
+    worst = max(relative_error(got, want) for _, got, want in pairs)
+    tol = 3 * tolerance(dtype)  # products of rounded operands and an activation's derivative
+    return ("ok" if worst <= tol else "FAIL"), f"backward worst rel {worst:.2e}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=None, help="default: time-based (printed)")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(time.time()) % 100000
+    rng = random.Random(seed)
+    device = runtime.kernel_device()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    counts = {"ok": 0, "refused": 0, "FAIL": 0}
+    print(f"seed {seed}, {args.cases} cases on {runtime.device_name()}")
+    for i in range(args.cases):
+        case = draw(rng, small=runtime.INTERPRETER)
+        m, n, k, dtype, hows, bias, act, config = case
+        label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
+                 f"{config.short() if config else 'picked'}")
+        try:
+            status, detail = run_case(case, device, gen)
+            if status == "ok" and i % 5 == 0 and m and n:
+                status, detail = run_backward(case, device, gen)
+        except Exception as exc:  # any exception but a refused config is a failure
+            status, detail = "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        counts[status] += 1
+        if status != "ok":
+            print(f"{status:7s} {label}: {detail}", flush=True)
+    print(f"{counts['ok']} ok, {counts['refused']} refused for shared memory, {counts['FAIL']} failed")
+    return 1 if counts["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
