@@ -187,6 +187,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("mlp", "linear"))
     parser.add_argument("--dtype", choices=("bf16", "fp16", "both"), default="bf16")
+    parser.add_argument("--skip", type=int, default=0, metavar="N",
+                        help="skip the first N cases (continue a run cut short)")
     parser.add_argument("--budget-s", type=float, default=220.0,
                         help="start no case after this many seconds (the rest print as skipped)")
     args = parser.parse_args()
@@ -207,8 +209,13 @@ def main() -> int:
         failures += not ok
         print(f"{label:44} {'ok  ' if ok else 'FAIL'} {ms:8.2f} ms  {detail}  | {configs}", flush=True)
 
+    seen = 0
+
     def attempt(label: str, fn, *fn_args) -> None:
-        nonlocal skipped
+        nonlocal skipped, seen
+        seen += 1
+        if seen <= args.skip:
+            return
         if time.perf_counter() - start > args.budget_s:
             skipped += 1
             print(f"{label:44} skipped (past --budget-s {args.budget_s:.0f})", flush=True)
