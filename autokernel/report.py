@@ -51,7 +51,7 @@ TIMERS = {"gpu": ("gpu_ms", "GPU time (CUDA-graph replay)"), "wall": ("ms", "tim
 """Timer name -> (row field, how it was taken)."""
 
 DECODE_MAX_M = 128  # decode-like shapes get GB/s columns
-DECODE_TARGET = 1.2  # issue 10: decode (M <= 64) vs cuBLAS, geomean
+DECODE_TARGET = 1.2  # the decode target: M <= 64 against cuBLAS, geomean
 _RIVALS = ("cublaslt", "max_autotune")
 
 
@@ -207,7 +207,7 @@ def group(rows: list[dict]) -> list[ProblemResult]:
     return list(out.values())
 
 
-# --- targets (issue 10) -------------------------------------------------------------------
+# --- targets ------------------------------------------------------------------------------
 
 @dataclass
 class TargetResult:
@@ -250,7 +250,7 @@ def _unique(results: list[ProblemResult]) -> list[ProblemResult]:
 
 
 def evaluate_targets(results: list[ProblemResult], copy_gbs: float | None, interpreted: bool) -> list[TargetResult]:
-    """Issue 10's targets on the default Triton config, each for GPU time and for wall time."""
+    """The suite's targets on the default Triton config, each for GPU time and for wall time."""
     results = _unique(results)
     plain = [r for r in results if not has_epilogue(r.problem) and r.problem.m > DECODE_MAX_M]
     big = [r for r in plain if (r.problem.m, r.problem.n, r.problem.k, r.problem.dtype) == (8192, 8192, 8192, "bfloat16")]
@@ -444,7 +444,7 @@ def build_report(rows: list[dict], source: str, plot_paths: dict[str, str] | Non
            "Roofline: Triton's throughput over "
            "the datasheet roofline of the GPU (`autokernel/roofline.py`).", ""]
 
-    md += ["## Targets (issue 10)", ""]
+    md += ["## Targets", ""]
     md += _table(["target", "timer", "shapes", "measured", "worst shape", "target", "result"],
                  [[t.name, t.timer, str(t.shapes), _fmt_value(t.value, t.unit, 3), t.worst or "–",  # 1.049x is not 1.05x
                    f"≥ {_fmt_value(t.threshold, t.unit)}", f"**{t.verdict}**" if t.verdict in ("MET", "MISSED")

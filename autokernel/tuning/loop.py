@@ -307,8 +307,8 @@ def half_height_tile(problem: Problem, tma: KernelConfig, programs: int | None) 
     which hides the epilogue that twice the tiles make twice as frequent. On the H100 at 4096x11008x4096
     bf16 (128x256 tiles: 1376 on 132 SMs, 10.4 waves, fill 0.947; 64x256: 0.993) this
     tile, 64x256x64 w4 s4 flattened with the split epilogue, was the fastest of 23 configs
-    raced side by side, 2.6 % ahead of the tuner's 128x256 winner; at issue 7's other
-    shapes (fill 0.97) the 128x256 tile won (docs/tuning.md)."""
+    raced side by side, 2.6 % ahead of the tuner's 128x256 winner; at the three other
+    tuning-target shapes (fill 0.97) the 128x256 tile won (docs/tuning.md)."""
     if programs is None or tma.block_m < 128 or tma.num_warps < 8:
         return None
     fill = wave_fill(problem, tma.block_m, tma.block_n, programs)
@@ -367,7 +367,7 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
         base.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
         # The TMA tile with its loops flattened: 22 of the 24 TMA entries above M = 128 in
         # the H100's tuned file (autokernel/configs/) chose it, and on an H200 the best
-        # config of 3 of issue 7's 4 shapes was flattened (docs/tuning.md).
+        # config of 3 of the 4 tuning-target shapes was flattened (docs/tuning.md).
         tma = base[0] if default.variant == "tma" else base[1]
         base.append(tma.model_copy(update={"flatten": True}))
         base.extend(_wave_priors(problem, space, default))
