@@ -252,3 +252,18 @@ def test_loop_time_budget_is_for_the_whole_run(tmp_path, monkeypatch):
     # looks at 30, 60, 90 s leave 70, 40, 10 s: three problems run; at 120 s none is left
     assert [o["problem"]["m"] for o in json.loads(result.stdout)] == [4096, 2048, 1024]
     assert "512x4096x4096" in result.stderr and "not tuned" in result.stderr
+
+
+def test_a_winner_found_by_another_run_says_so(sweep, tmp_path):
+    """Two tunes on one history: the second reports the history's best, and names the run
+    that found it rather than passing it off as its own."""
+    history = str(tmp_path / "h.csv")
+    base = ["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "random", "--history", history]
+    first = runner.invoke(app, [*base, "--seed", "1", "-g", "2", "-n", "8"])
+    assert first.exit_code == 0, first.output
+    assert "not this one" not in first.output
+    second = runner.invoke(app, [*base, "--seed", "2", "-g", "1", "-n", "2"])
+    assert second.exit_code == 0, second.output
+    run_ids = set(History(history).read()["run_id"])
+    line = next(l for l in second.output.splitlines() if l.startswith("winner"))
+    assert "not this one" in line and any(r in line for r in run_ids), line
