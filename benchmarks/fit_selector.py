@@ -18,7 +18,7 @@ import math
 import random
 import sys
 
-from autokernel import select
+from autokernel import best, select
 from autokernel.config import KernelConfig, default_config
 from autokernel.problem import DTYPES
 
@@ -40,17 +40,43 @@ def read_rows(paths: list[str]) -> list[dict]:
 
 
 def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict, dict, float, select.Choice]:
-    """(picked row, default row, cuBLAS ms, choice) for one shape's rows."""
+    """(picked row, default row, cuBLAS ms, choice) for one shape's rows: the pick, as
+    matmul makes it (the candidates, the shipped tuned entries nearby, the default), among
+    the configs the sweep measured."""
     r0 = rows[0]
     dtype = DTYPES[r0["dtype"]]
     tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
     measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
     default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
-    choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default,
+    tuned = best._nearby(r0["m"], r0["n"], r0["k"], r0["dtype"], r0.get("activation", "none"), r0["device"])
+    choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default, tuned=tuned,
                            fits=lambda c: c in measured, margin=margin,
                            aligned=select.rows_aligned(r0["k"], r0["layout"]))
     cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
     return measured[choice.config], measured[default], cublas, choice
+
+
+def judge(model: select.Model, key: tuple, rows: list[dict], margin: float) -> tuple:
+    """(key, pick/best, default/pick, cuBLAS/pick, cuBLAS/default, cuBLAS/best, pick's label) of one shape."""
+    pick, default, cublas, choice = pick_for(model, rows, margin)
+    best = min(r["gpu_ms"] for r in rows if r["config"] is not None and r.get("gpu_ms"))
+    return (key, best / pick["gpu_ms"], default["gpu_ms"] / pick["gpu_ms"], cublas / pick["gpu_ms"],
+            cublas / default["gpu_ms"], cublas / best, choice.config.short())
+
+
+def summarize(results: list[tuple], title: str) -> None:
+    ratios = sorted(r[1] for r in results)
+    print(title)
+    print(f"pick / best measured: geomean {geomean(ratios):.3f}, median {ratios[len(ratios) // 2]:.3f}, "
+          f"worst {ratios[0]:.3f}, >= 0.90 on {sum(r >= 0.9 for r in ratios)} of {len(ratios)}")
+    vs_default = [r[2] for r in results]
+    print(f"pick / default: geomean {geomean(vs_default):.3f}, worst {min(vs_default):.3f}, "
+          f"more than 2 % slower on {sum(v < 0.98 for v in vs_default)}")
+    print(f"cuBLAS / pick {geomean(r[3] for r in results):.3f}, cuBLAS / default {geomean(r[4] for r in results):.3f}, "
+          f"cuBLAS / best measured {geomean(r[5] for r in results):.3f} (geomeans, GPU time)")
+    print("worst 10 (M N K dtype layout: pick/best, pick/default, cuBLAS/pick, pick):")
+    for key, r_best, r_def, r_cub, _, _, label in sorted(results, key=lambda r: r[1])[:10]:
+        print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]}: {r_best:.3f} {r_def:.3f} {r_cub:.3f} {label}")
 
 
 def geomean(values) -> float:
@@ -65,6 +91,8 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", type=int, default=10, help="cross-validation folds (0: none)")
     ap.add_argument("--margin", type=float, default=select.DEFAULT_MARGIN)
     ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
+    ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
+                    help="sweep files left out of the fit: picked for by the model fitted on the others")
     args = ap.parse_args(argv)
     rows = read_rows(args.sweeps)
     devices = sorted({r["device"] for r in rows})
@@ -83,23 +111,16 @@ def main(argv=None) -> int:
             held_set = set(held)
             model = select.Model(devices[0], args.programs,
                                  select.fit([r for r in rows if shape_key(r) not in held_set], args.programs))
-            for key in held:
-                pick, default, cublas, choice = pick_for(model, by_shape[key], args.margin)
-                best = min(r["gpu_ms"] for r in by_shape[key] if r["config"] is not None and r.get("gpu_ms"))
-                results.append((key, best / pick["gpu_ms"], default["gpu_ms"] / pick["gpu_ms"],
-                                cublas / pick["gpu_ms"], cublas / default["gpu_ms"], cublas / best, choice.config.short()))
-        ratios = sorted(r[1] for r in results)
-        print(f"{len(results)} shapes, {args.folds}-fold cross-validation, margin {args.margin}")
-        print(f"pick / best measured: geomean {geomean(ratios):.3f}, median {ratios[len(ratios) // 2]:.3f}, "
-              f"worst {ratios[0]:.3f}, >= 0.90 on {sum(r >= 0.9 for r in ratios)} of {len(ratios)}")
-        vs_default = [r[2] for r in results]
-        print(f"pick / default: geomean {geomean(vs_default):.3f}, worst {min(vs_default):.3f}, "
-              f"more than 2 % slower on {sum(v < 0.98 for v in vs_default)}")
-        print(f"cuBLAS / pick {geomean(r[3] for r in results):.3f}, cuBLAS / default {geomean(r[4] for r in results):.3f}, "
-              f"cuBLAS / best measured {geomean(r[5] for r in results):.3f} (geomeans, GPU time)")
-        print("worst 10 (M N K dtype layout: pick/best, pick/default, cuBLAS/pick, pick):")
-        for key, r_best, r_def, r_cub, _, _, label in sorted(results, key=lambda r: r[1])[:10]:
-            print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]}: {r_best:.3f} {r_def:.3f} {r_cub:.3f} {label}")
+            results += [judge(model, key, by_shape[key], args.margin) for key in held]
+        summarize(results, f"{len(results)} shapes, {args.folds}-fold cross-validation, margin {args.margin}")
+    if args.holdout:
+        held_rows = read_rows(args.holdout)
+        held_by_shape = collections.defaultdict(list)
+        for row in held_rows:
+            held_by_shape[shape_key(row)].append(row)
+        model = select.Model(devices[0], args.programs, select.fit(rows, args.programs))
+        results = [judge(model, key, held_by_shape[key], args.margin) for key in sorted(held_by_shape)]
+        summarize(results, f"{len(results)} held-out shapes ({', '.join(args.holdout)}), margin {args.margin}")
     if args.out:
         model = select.Model(devices[0], args.programs, select.fit(rows, args.programs))
         with open(args.out, "w") as f:
