@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ACTIVATIONS": "autokernel.kernels.epilogue",
+    "ACTIVATIONS": "autokernel.records",
     "ConfigError": "autokernel.config",
     "KernelConfig": "autokernel.config",
     "default_config": "autokernel.config",
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from autokernel import nn
     from autokernel.api import linear, matmul
     from autokernel.config import ConfigError, KernelConfig, default_config
-    from autokernel.kernels.epilogue import ACTIVATIONS
+    from autokernel.records import ACTIVATIONS
 
 
 def __getattr__(name: str) -> Any:

@@ -6,18 +6,10 @@ import torch
 
 from autokernel import autotune, best, runtime
 from autokernel.config import KernelConfig
-from autokernel.kernels.epilogue import ACTIVATIONS
+from autokernel.records import normalize_activation
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KERNEL_DEVICE_TYPE = runtime.kernel_device().type
-
-
-def normalize_activation(activation: str | None) -> str:
-    """None and "none" mean no activation; anything else must be a known name."""
-    name = "none" if activation is None else str(activation).lower().replace("-", "_")
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
-    return name
 
 
 def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
@@ -238,6 +230,9 @@ def clear_launch_cache() -> None:
     ``resolve_config`` returns may have changed (``best.clear_cache`` calls it)."""
     _PLANS.clear()
     _LINEARS.clear()
+
+
+best.ON_CLEAR.append(clear_launch_cache)
 
 
 class GemmPlan:

@@ -49,11 +49,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from autokernel import runtime, select
 from autokernel.config import ConfigError, KernelConfig, default_config, fit_error, one_line
 from autokernel.kernels.fit import fit_config
+from autokernel.records import LAYOUTS, normalize_activation, parse_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
 SCHEMA_VERSION = 1
 CONFIG_ENV = "AUTOKERNEL_CONFIG"
@@ -99,22 +100,16 @@ class BestEntry(BaseModel):
     @field_validator("dtype")
     @classmethod
     def _dtype(cls, v: str) -> str:
-        from autokernel.problem import parse_dtype
-
         return parse_dtype(v)
 
     @field_validator("activation")
     @classmethod
     def _activation(cls, v: str) -> str:
-        from autokernel.api import normalize_activation
-
         return normalize_activation(v)
 
     @field_validator("layout")
     @classmethod
     def _layout(cls, v: str) -> str:
-        from autokernel.problem import LAYOUTS
-
         if v not in LAYOUTS:
             raise ValueError(f"must be one of {', '.join(LAYOUTS)}, got {v!r}")
         return v
@@ -230,9 +225,7 @@ def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[
     the history has trials of several. No successful trial gives a file with no entries.
     Rows whose config is not a valid KernelConfig (a hand edit) are skipped with a warning.
     """
-    from autokernel.api import normalize_activation
     from autokernel.history import PROBLEM_KEY, best_per_problem, drop_superseded, is_triton_forward, to_records
-    from autokernel.problem import parse_dtype
 
     dtypes = _names(dtype, parse_dtype)
     activations = _names(activation, normalize_activation)
@@ -359,8 +352,6 @@ def lookup(m: int, n: int, k: int, dtype: torch.dtype | str, activation: str = "
     machine's) from ``$AUTOKERNEL_CONFIG``, then the shipped file; None when neither has
     an entry of the dtype and activation for the device. See the module docstring for
     "nearest". ConfigError when ``$AUTOKERNEL_CONFIG`` names no valid file."""
-    from autokernel.api import normalize_activation
-    from autokernel.problem import parse_dtype
 
     found = _lookup(m, n, k, parse_dtype(str(dtype)), normalize_activation(activation), bias, layout,
                     device or runtime.device_name())
@@ -582,11 +573,15 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
 
+ON_CLEAR: list = []
+"""What else to forget on ``clear_cache``: the layers above register their caches built on
+resolved configs (api registers its launch plans), so that this module need not import
+them."""
+
+
 def clear_cache() -> None:
     """Forget loaded files and resolved configs (and the launch cache built on them), so
     the next call reads ``$AUTOKERNEL_CONFIG`` and the files again."""
-    from autokernel import api
-
     _load_cached.cache_clear()
     _model_cached.cache_clear()
     _selector_model.cache_clear()
@@ -594,6 +589,5 @@ def clear_cache() -> None:
     _tuned_shapes.cache_clear()
     resolve.cache_clear()
     _warned.clear()
-    clear_launch_cache = getattr(api, "clear_launch_cache", None)
-    if clear_launch_cache is not None:
-        clear_launch_cache()
+    for forget in ON_CLEAR:
+        forget()

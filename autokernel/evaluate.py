@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from autokernel import runtime
 from autokernel.api import matmul
 from autokernel.config import ConfigError, KernelConfig, default_config
-from autokernel.problem import Problem, fresh_seed
+from autokernel.records import Problem, fresh_seed
 from autokernel.timing import (
     GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, race, tflops, time_fn, timing_label,
     wall_race,

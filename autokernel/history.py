@@ -36,7 +36,7 @@ from filelock import FileLock
 
 from autokernel import runtime
 from autokernel.config import KernelConfig
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.timing import timing_label
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
 

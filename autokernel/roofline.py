@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.timing import gbps, tflops, time_fn
 
 

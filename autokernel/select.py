@@ -28,6 +28,7 @@ import torch
 
 from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
+from autokernel.records import torch_dtype
 
 SMEM_PER_SM = 233472
 """Shared memory per SM on Hopper (228 KiB); one program may take at most 227 KiB."""
@@ -159,8 +160,6 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     A config needs 4 successful rows to get constants. The constants of every config are
     pulled gently towards the mean of its kernel kind, so that a config timed on few
     shapes does not fit noise."""
-    from autokernel.problem import DTYPES
-
     data: list[tuple[int, tuple[float, float, float]]] = []
     index: dict[str, int] = {}
     kinds: list[str] = []
@@ -177,7 +176,7 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
         config = items[0][0]
         kinds.append(kernel_kind(config, True))
         for _, row in items:
-            dtype = DTYPES[row["dtype"]]
+            dtype = torch_dtype(row["dtype"])
             tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
             f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
             data.append((index[key], (f[0], f[1], f[2], row["gpu_ms"] * 1e3)))

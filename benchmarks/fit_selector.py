@@ -20,7 +20,7 @@ import sys
 
 from autokernel import best, select
 from autokernel.config import KernelConfig, default_config
-from autokernel.problem import DTYPES
+from autokernel.records import torch_dtype
 
 
 def shape_key(row: dict) -> tuple:
@@ -44,7 +44,7 @@ def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict
     matmul makes it (the candidates, the shipped tuned entries nearby, the default), among
     the configs the sweep measured."""
     r0 = rows[0]
-    dtype = DTYPES[r0["dtype"]]
+    dtype = torch_dtype(r0["dtype"])
     tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
     measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
     default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)

@@ -29,9 +29,8 @@ from autokernel import runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.evaluate import compare, reference, relative_error
-from autokernel.kernels.epilogue import ACTIVATIONS
 from autokernel.tuning.space import SearchSpace
-from autokernel.problem import Problem
+from autokernel.records import ACTIVATIONS, Problem
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -34,7 +34,7 @@ from autokernel import api, best, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config
 from autokernel.evaluate import reference, torch_function
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.select import tma_aligned, why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
 from autokernel.tuning.shapes import read_shapes

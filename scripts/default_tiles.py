@@ -18,7 +18,7 @@ import torch
 
 from autokernel.config import KernelConfig, default_config
 from autokernel.evaluate import check_correctness, race_call
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.report import geomean
 from autokernel.timing import race
 

@@ -47,7 +47,7 @@ def child(shape: str) -> None:
     """Evaluate cuBLAS and every config on one shape; one JSON line per result."""
     from autokernel.config import KernelConfig
     from autokernel.evaluate import evaluate, evaluate_torch
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     m, n, k, dtype = shape.split()
     problem = Problem(int(m), int(n), int(k), dtype)

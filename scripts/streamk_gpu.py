@@ -30,7 +30,7 @@ from autokernel.config import KernelConfig
 from autokernel.evaluate import evaluate, evaluate_torch
 from autokernel.kernels.matmul_tma import _num_sms
 from autokernel.kernels.streamk import tail_split
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 SHAPES = [(2048, 2816, 1024), (1536, 4096, 4096), (4096, 2816, 2048),
           (3072, 2816, 2048)]  # the last: no tail in 128x128 or 128x256 tiles on 132 SMs (control)

@@ -18,7 +18,7 @@ import time
 import autokernel.evaluate as ev
 from autokernel.config import KernelConfig
 from autokernel.history import History
-from autokernel.problem import Problem, parse_dtype
+from autokernel.records import Problem, parse_dtype
 from autokernel.timing import gpu_time, time_fn
 
 # (label, event timer warmup/rep ms, graph timer rep ms); the first is the tuner's.

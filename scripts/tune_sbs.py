@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autokernel.config import KernelConfig
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.space import SearchSpace
 
 NEWER_FIELDS = ("split_k", "warp_specialize", "epilogue_subtile", "flatten", "stream_k")
@@ -169,7 +169,7 @@ def main() -> int:
     from autokernel.config import KernelConfig
     from autokernel.evaluate import evaluate_side_by_side
     from autokernel.history import History
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.space import SearchSpace, config_key
     from autokernel.tuning.strategies.base import problem_rows
 

@@ -26,7 +26,7 @@ import triton.language as tl
 from autokernel import runtime
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.evaluator import suspicious_pair
 from autokernel.tuning.worker import WorkerEvaluator
 

@@ -98,7 +98,7 @@ BIG_SHAPE = (4096, 4096, 4096)
 
 def gpu_space(problem=None):
     """The GPU search space of ``problem`` (default 4096^3 fp16) with the H100's limits."""
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.space import GPU_CHOICES, SearchSpace
 
     return SearchSpace(problem or Problem(*BIG_SHAPE), dict(GPU_CHOICES), H100_SMEM, True, gpu=True)
@@ -111,7 +111,7 @@ def synthetic_sweep(path, shapes=(BIG_SHAPE, (1024, 4096, 4096))) -> None:
     import random
 
     from autokernel.history import History, make_row
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     rng = random.Random(0)
     rows = []

@@ -297,7 +297,7 @@ def test_cache_info_lists_and_clear_deletes_the_first_use_files(monkeypatch):
     from conftest import one_error_line
 
     from autokernel.cli import app
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.readings import ReadingCache, environment
 
     runner = CliRunner()

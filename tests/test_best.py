@@ -19,7 +19,7 @@ from autokernel.best import BestFile, device_key
 from autokernel.cli import app
 from autokernel.config import ConfigError, KernelConfig, default_config
 from autokernel.history import History, make_row
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from conftest import FP32_TOL, one_error_line, rel_error, write_best
 
 runner = CliRunner()

@@ -117,7 +117,7 @@ def test_markup_in_arguments_is_printed_literally():
 
 def test_markup_in_history_cells_and_paths_is_printed_literally(tmp_path):
     from autokernel.history import History, make_row
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     path = tmp_path / "runs[x]" / "h.csv"
     History(path).append(make_row("bench", Problem(8, 8, 8), status="runtime_error", run_id="r",
@@ -130,7 +130,7 @@ def test_markup_in_history_cells_and_paths_is_printed_literally(tmp_path):
 def test_piped_tables_are_plain_and_not_cut(tmp_path, monkeypatch):
     from autokernel.cli._common import console
     from autokernel.history import History, make_row
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     monkeypatch.setattr(console, "width", 80)  # what a pipe gets
     error = "a message that cannot fit in 80 columns beside the other cells"
@@ -173,7 +173,7 @@ def test_help_and_usage_errors_import_no_torch(args):
 def test_slow_interpreted_problems_are_warned_with_an_estimate(capsys):
     from autokernel import runtime
     from autokernel.cli._common import check_interpreter_budget
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     if not runtime.INTERPRETER:
         pytest.skip("the warning is for the interpreter")

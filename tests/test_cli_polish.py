@@ -70,7 +70,7 @@ def test_bench_under_the_interpreter_shows_no_empty_gpu_columns():
 
 def test_history_of_one_row_says_so(hist):
     from autokernel.history import History, make_row
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     History(hist).append_many([make_row("bench", Problem(16, 16, 16), status="success", run_id="r", ms=0.1)])
     result = runner.invoke(app, ["history"])

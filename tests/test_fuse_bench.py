@@ -11,7 +11,7 @@ from autokernel import runtime
 from autokernel.cli import app
 from autokernel.cli.fuse_bench import unfused_bytes
 from autokernel.history import History
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from conftest import write_best
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")

@@ -12,7 +12,7 @@ import pytest
 from autokernel import history
 from autokernel.config import KernelConfig
 from autokernel.history import COLUMNS, History, best_per_problem, make_row, new_run_id, resolve_history_path
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 WORKERS = 4
 ROWS_PER_WORKER = 50

@@ -11,7 +11,7 @@ from autokernel.cli import app
 from autokernel.cli._common import console
 from autokernel.config import KernelConfig
 from autokernel.history import History, make_row
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 runner = CliRunner()
 

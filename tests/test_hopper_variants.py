@@ -13,7 +13,7 @@ import autokernel as ak
 from autokernel import api
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.evaluate import reference
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 
 from conftest import H100_SMEM, gpu_space, inputs, interpreter_space, rel_error

@@ -15,7 +15,7 @@ import pytest
 from llm_server import LLMServer, Reply, config_reply
 
 from autokernel.history import History, make_row, new_run_id
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 from autokernel.tuning.strategies.base import Observation, fresh
 from autokernel.tuning.strategies import llm as llm_module
@@ -364,7 +364,7 @@ def test_a_broken_openai_install_falls_back_instead_of_crashing(monkeypatch):
     The generation is filled by the fallback and the run goes on, with one event saying why."""
     import builtins
 
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.space import SearchSpace
     from autokernel.tuning.strategies.llm import LLMStrategy
 

@@ -11,7 +11,7 @@ from autokernel import runtime, timing
 from autokernel.config import KernelConfig
 from autokernel import evaluate as ev
 from autokernel.evaluate import evaluate_side_by_side
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 on_gpu = pytest.mark.skipif(runtime.INTERPRETER or not torch.cuda.is_available(), reason="needs a CUDA GPU")
 on_cpu = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")

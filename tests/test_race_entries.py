@@ -4,7 +4,7 @@ import pytest
 from conftest import load_script
 
 from autokernel.config import KernelConfig
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import GPU_CHOICES, SearchSpace, config_key
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from autokernel.cli import app
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
 from autokernel.history import RETIMED, History, is_retimed
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.readings import CachingEvaluator, ReadingCache, reused_note
 
 P = Problem(64, 48, 32, "float16")

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from autokernel import runtime
 from autokernel.cli import app
 from autokernel.evaluate import Trial
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.report import build_report, evaluate_targets, group, read_results, result_row
 from conftest import load_script, one_error_line
 

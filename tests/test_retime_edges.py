@@ -9,7 +9,7 @@ from autokernel import evaluate as ev
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
 from autokernel.history import History, best_per_problem, drop_superseded
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.strategies import make_strategy
@@ -167,7 +167,7 @@ def test_tma_configs_only_where_descriptors_can_be_made(m, n, k, layout, aligned
     """Where a row of A, B or C is not a multiple of 16 bytes the "tma" variant runs the
     pointer kernel: the space refuses it (a duplicate trial), and the default and the
     prior's twin are the pointer kernel's."""
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning import loop
     from conftest import gpu_space
 

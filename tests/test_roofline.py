@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.roofline import GPUS, analyze, detect_gpu, lookup_gpu, measure_ceilings, plot_roofline
 
 # The seeds' example: a 4096^3 fp16 GEMM on an A100 80GB PCIe taken at 1939 GB/s.

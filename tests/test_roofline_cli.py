@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from autokernel.cli import app
 from autokernel.cli._common import console
 from autokernel.history import History, make_row
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from conftest import one_error_line
 
 runner = CliRunner()

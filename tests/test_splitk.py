@@ -11,7 +11,7 @@ from autokernel import api
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.evaluate import reference
 from autokernel.kernels.splitk import SplitKLaunch
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import SearchSpace, config_key
 
 from conftest import FP32_TOL, inputs, rel_error

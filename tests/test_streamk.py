@@ -12,7 +12,7 @@ from autokernel.config import ConfigError, KernelConfig
 from autokernel.evaluate import reference
 from autokernel.kernels import streamk
 from autokernel.kernels.streamk import StreamKLaunch, plan_matmul_streamk, tail_split
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import GPU_CHOICES, SearchSpace
 
 from conftest import FP32_TOL, interpreter_space, rel_error

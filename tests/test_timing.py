@@ -8,7 +8,7 @@ import torch
 from autokernel import runtime, timing
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate, evaluate_torch, failure_status
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.timing import Timing, input_set_count, time_fn
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")

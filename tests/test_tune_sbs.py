@@ -9,7 +9,7 @@ import pytest
 from conftest import load_script
 
 from autokernel.config import KernelConfig
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import GPU_CHOICES, PARAMS, SearchSpace, config_key
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import pytest
 
 from autokernel.config import KernelConfig
 from autokernel.history import History
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.space import SearchSpace, config_key

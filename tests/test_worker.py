@@ -17,7 +17,7 @@ from autokernel import runtime, timing
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial, evaluate
 from autokernel.history import is_retimed
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, WorkerEvaluator

@@ -289,7 +289,7 @@ def measured_problems(
     """
     from autokernel import runtime
     from autokernel.api import normalize_activation
-    from autokernel.problem import Problem, parse_dtype
+    from autokernel.records import Problem, parse_dtype
 
     dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]
     acts = [normalize_activation(a) for a in activation] if activation else activations
@@ -351,7 +351,7 @@ def _seconds_per_tile_step(dtype: Any) -> float:
     import torch
 
     from autokernel.api import matmul
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     matmul(torch.ones(16, 16, dtype=dtype), torch.ones(16, 16, dtype=dtype))  # the kernel's first-call set-up
     times, steps = [], []

@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no t
     from autokernel.best import BestFile
     from autokernel.config import KernelConfig
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
 GPU_SIZES = [2048, 4096, 8192]
 INTERPRETER_SIZES = [64, 128]

@@ -33,7 +33,7 @@ def explain(
 
     from autokernel import best, runtime, select
     from autokernel.config import ConfigError, default_config
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)

@@ -45,7 +45,7 @@ from autokernel.cli._common import (
 if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
     from autokernel.config import KernelConfig
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
 GPU_SIZE = 4096
 INTERPRETER_SIZE = 64

@@ -40,7 +40,7 @@ def load_history(path: str | None) -> tuple[Path, "pd.DataFrame"]:
 
 def _problem_label(row: dict) -> str:
     """The row's problem as Problem.label() prints it; a hand-edited row that is no valid problem as is."""
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     try:
         return Problem(row["M"], row["N"], row["K"], row["dtype"] or "float16", row["activation"] or "none",

@@ -32,7 +32,7 @@ from autokernel.cli.history import load_history
 if TYPE_CHECKING:
     import pandas as pd
 
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.roofline import Ceilings, GpuSpec, RooflineResult
 
 
@@ -146,7 +146,7 @@ def roofline(
     the best GPU time on this GPU in the history), its efficiency.
     """
     from autokernel.history import best_per_problem
-    from autokernel.problem import Problem, parse_dtype
+    from autokernel.records import Problem, parse_dtype
     from autokernel.roofline import GPUS, analyze, detect_gpu, lookup_gpu, measure_ceilings
     from autokernel.timing import tflops
 

@@ -42,7 +42,7 @@ from autokernel.cli._common import (
 
 if TYPE_CHECKING:
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.loop import StopRules, TuneResult
 
 GPU_SIZE = 4096
@@ -159,7 +159,7 @@ def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
 
     from autokernel.api import normalize_activation
     from autokernel.cli._common import require_timing_mode
-    from autokernel.problem import Problem, parse_dtype
+    from autokernel.records import Problem, parse_dtype
 
     sizes = problem_sizes(size, m, n, k)
     dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]

@@ -41,7 +41,7 @@ from autokernel.cli._common import (
 if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
     from autokernel.config import KernelConfig
     from autokernel.evaluate import CheckResult
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
 ODD_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 255, 63), (64, 64, 64), (5, 7, 0), (0, 16, 8)]
 GPU_SIZES = [512, 1024, 2048, 4096]
@@ -63,7 +63,7 @@ def default_suite(
     set of shapes); the activation and layout sweeps run only when that axis is free.
     """
     from autokernel import runtime
-    from autokernel.problem import LAYOUTS, Problem
+    from autokernel.records import LAYOUTS, Problem
 
     dtypes = dtypes or SUITE_DTYPES
     biases = [False, True] if biases is None else biases
@@ -97,7 +97,7 @@ def build_suite(
     bias: bool | None,
     layouts: list[str] | None,
 ) -> list[Problem]:
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     biases = None if bias is None else [bias]
     if sizes is None:
@@ -179,7 +179,7 @@ def validate(
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
         from autokernel.api import normalize_activation
-        from autokernel.problem import LAYOUTS, parse_dtype
+        from autokernel.records import LAYOUTS, parse_dtype
 
         dtypes = [parse_dtype(d) for d in dtype] if dtype else None
         acts = [normalize_activation(a) for a in activation] if activation else None

@@ -8,8 +8,7 @@ import triton
 import triton.language as tl
 
 from autokernel import runtime
-
-ACTIVATIONS = ("none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu")
+from autokernel.records import ACTIVATIONS  # the names, stated once with the records
 
 # Compiled Triton reads a global only when it is a tl.constexpr instance (an annotation is
 # not enough, and the interpreter doesn't check). Keep the tensor on the left of each

@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.space import config_key
 
 OnTrial = Callable[[Trial], None]

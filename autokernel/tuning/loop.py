@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.evaluator import Evaluator
 from autokernel.tuning.space import SearchSpace, config_key
 from autokernel.tuning.strategies.base import Observation, Strategy, observations, problem_rows

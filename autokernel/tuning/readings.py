@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 if TYPE_CHECKING:
     from autokernel.config import KernelConfig
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.evaluator import OnTrial
 
 KEPT_STATUSES = frozenset({"success", "failed_correctness", "compile_error", "out_of_resources"})
@@ -266,7 +266,7 @@ def reused_note(note: str | None, measured_at: str) -> str:
 def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
     from autokernel.config import KernelConfig
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
     fields = dict(data)
     fields["problem"] = Problem(**fields["problem"])

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
-from autokernel.problem import Problem
+from autokernel.records import Problem
 from autokernel.tuning.evaluator import OnTrial, mark_retimed
 from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key
 from autokernel.tuning.strategies.base import problem_mask, problem_rows

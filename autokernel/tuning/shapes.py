@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 FIELDS = ("M", "N", "K", "dtype", "activation", "bias", "layout", "count", "name")
 _TRUE = {"1", "true", "yes", "y", "t"}
@@ -91,7 +91,7 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list
     import torch
 
     from autokernel.nn import linear_sites
-    from autokernel.problem import parse_dtype
+    from autokernel.records import parse_dtype
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

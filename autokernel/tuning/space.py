@@ -12,7 +12,7 @@ import torch
 
 from autokernel import runtime
 from autokernel.config import WS_MAX_STAGES, KernelConfig, _cdiv, _next_pow2
-from autokernel.problem import Problem
+from autokernel.records import Problem
 
 # What each KernelConfig field may take while tuning on a GPU (a subset of what
 # KernelConfig accepts: the values that were ever competitive on the H100).

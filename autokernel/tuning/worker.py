@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 if TYPE_CHECKING:
     from autokernel.config import KernelConfig
     from autokernel.evaluate import Trial
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
     from autokernel.tuning.evaluator import OnTrial
 
 CandidateFn = Callable[["Problem", "KernelConfig"], "Trial | str | None"]

@@ -12,7 +12,7 @@ from autokernel.tuning.space import SearchSpace, config_key
 if TYPE_CHECKING:
     import pandas as pd
 
-    from autokernel.problem import Problem
+    from autokernel.records import Problem
 
 
 @dataclass(frozen=True)

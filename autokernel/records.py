@@ -1,22 +1,43 @@
-"""Problem: one GEMM to run, check and time — the key everything is indexed by."""
+"""The records at the bottom of autokernel: plain data every layer above shares.
+
+``Problem`` (one GEMM to run, check and time: the key everything is indexed by), the names
+it is built from (dtypes, activations, operand layouts) and their parsing. Importing this
+module imports neither torch nor Triton (a test and an import-linter contract hold it to
+that): the history, the CLI's argument checks and the tuner's records need neither.
+"""
 
 from __future__ import annotations
 
 import math
 import secrets
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from autokernel.api import normalize_activation
-
-DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-}
+DTYPE_SIZES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4}
+"""The dtypes the kernels take, by canonical name, with their element size in bytes."""
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
 LAYOUTS = ("nn", "tn", "nt", "tt")
+ACTIVATIONS = ("none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu")
+"""The epilogue's activations (kernels/epilogue.py); "gelu" is exact (erf), "gelu_tanh"
+the tanh approximation."""
+
+
+def normalize_activation(activation: str | None) -> str:
+    """None and "none" mean no activation; anything else must be a known name."""
+    name = "none" if activation is None else str(activation).lower().replace("-", "_")
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
+    return name
+
+
+def torch_dtype(name: str) -> "torch.dtype":
+    """The torch dtype of a dtype name or alias."""
+    import torch  # heavy: only callers that hold tensors get here
+
+    return getattr(torch, parse_dtype(name))
 
 
 def fresh_seed() -> int:
@@ -29,7 +50,7 @@ def parse_dtype(name: str) -> str:
     """Canonical dtype name ("float16", "bfloat16", "float32") from a name or alias."""
     key = str(name).lower().removeprefix("torch.")
     key = _DTYPE_ALIASES.get(key, key)
-    if key not in DTYPES:
+    if key not in DTYPE_SIZES:
         raise ValueError(f"unknown dtype {name!r}; choose float16 (fp16), bfloat16 (bf16) or float32 (fp32)")
     return key
 
@@ -62,8 +83,8 @@ class Problem:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {self.layout!r}")
 
     @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+    def torch_dtype(self) -> "torch.dtype":
+        return torch_dtype(self.dtype)
 
     @property
     def flops(self) -> int:
@@ -72,7 +93,7 @@ class Problem:
     @property
     def bytes(self) -> int:
         """Fewest bytes moved: A, B (and bias) read once, C written once."""
-        elem = torch.empty((), dtype=self.torch_dtype).element_size()
+        elem = DTYPE_SIZES[self.dtype]
         total = (self.m * self.k + self.k * self.n + self.m * self.n) * elem
         if self.bias:
             total += self.n * elem
@@ -91,7 +112,7 @@ class Problem:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def make_inputs(self, device: torch.device | str, seed: int | None = None):
+    def make_inputs(self, device: "torch.device | str", seed: int | None = None):
         """Fresh random (a, b, bias) in the problem's layout and dtype.
 
         A is scaled by 1/sqrt(K) so that C stays O(1) whatever K is, and errors are
@@ -99,6 +120,8 @@ class Problem:
         """
         # Drawn where they are used: on a GPU, drawing 4096^2 values on the CPU and copying
         # them over took most of a tuning trial's time.
+        import torch  # heavy: only callers that make tensors get here
+
         device = torch.device(device)
         gen = torch.Generator(device=device)
         gen.manual_seed(seed if seed is not None else fresh_seed())
