@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from autokernel import autotune, best, runtime
-from autokernel.config import KernelConfig
+from autokernel.config import KernelConfig, check_fits
 from autokernel.records import normalize_activation
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -194,7 +194,7 @@ def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: t
     Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
     if config is None:
         return best.resolved_config(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
-    config.check_fits(dtype, tma=tma, bias=bias, store_z=store_z)
+    check_fits(config, dtype, tma=tma, bias=bias, store_z=store_z)
     return config
 
 

@@ -47,7 +47,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autokernel import runtime, select
-from autokernel.config import ConfigError, KernelConfig, default_config, fit_error, one_line
+from autokernel.config import ConfigError, KernelConfig, check_fits, default_config, fit_error, one_line
 from autokernel.kernels.fit import fit_config
 from autokernel.records import LAYOUTS, normalize_activation, parse_dtype
 
@@ -505,7 +505,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
         if fitted is not None:
             return fitted, source if fitted == config else f"{source}, fitted"
         try:
-            config.check_fits(dtype, limit, **mode)
+            check_fits(config, dtype, limit, **mode)
         except ConfigError as exc:
             _warn_once(f"{where}: {exc}; using the default config")
 
@@ -515,7 +515,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     config = default_config(m, n, k, dtype)
     default = fit_config(config, dtype, limit, **mode)
     if default is None:
-        config.check_fits(dtype, limit, **mode)  # raises: no shrink of the default fits
+        check_fits(config, dtype, limit, **mode)  # raises: no shrink of the default fits
     default_source = "default" if default == config else "default, fitted"
     ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, limit, tma, bias, store_z), default,
                     lambda config: fit_config(config, dtype, limit, **mode), layout)

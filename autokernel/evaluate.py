@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from autokernel import runtime
 from autokernel.api import matmul
-from autokernel.config import ConfigError, KernelConfig, default_config
+from autokernel.config import ConfigError, KernelConfig, check_fits, default_config
 from autokernel.records import Problem, fresh_seed
 from autokernel.timing import (
     GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, race, tflops, time_fn, timing_label,
@@ -280,7 +280,7 @@ def launch_once(
     """
     trial = Trial(problem, config, "success", timing=timing_label())
     try:
-        config.check_fits(problem.torch_dtype, bias=problem.bias)
+        check_fits(config, problem.torch_dtype, bias=problem.bias)
     except ConfigError as exc:
         trial.status, trial.error = "out_of_resources", str(exc)
         return trial

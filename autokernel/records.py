@@ -1,7 +1,9 @@
 """The records at the bottom of autokernel: plain data every layer above shares.
 
 ``Problem`` (one GEMM to run, check and time: the key everything is indexed by), the names
-it is built from (dtypes, activations, operand layouts) and their parsing. Importing this
+it is built from (dtypes, activations, operand layouts) and their parsing, and
+``KernelConfig`` (the launch parameters of one kernel, checked: the rules each kernel
+variant puts on its knobs) with its one JSON form. Importing this
 module imports neither torch nor Triton (a test and an import-linter contract hold it to
 that): the history, the CLI's argument checks and the tuner's records need neither.
 """
@@ -10,8 +12,12 @@ from __future__ import annotations
 
 import math
 import secrets
+import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     import torch
@@ -137,3 +143,225 @@ class Problem:
         b = b.to(device=device, dtype=dt)
         bias = randn(self.n).to(device=device, dtype=dt) if self.bias else None
         return a, b, bias
+
+
+# ---- kernel configs ----------------------------------------------------------------------
+
+_BLOCK_RANGE = (16, 256)  # tl.dot needs every tile dimension >= 16
+_GROUP_RANGE = (1, 64)
+_WARPS = (1, 2, 4, 8, 16)
+_STAGES_RANGE = (1, 8)
+_SPLIT_K = (1, 2, 4, 8, 16)
+_EPILOGUE_SUBTILES = (1, 2)
+WS_MAX_STAGES = 4
+"""The most pipeline stages a warp-specialized config may take: on the H100 (Triton 3.6)
+the TMA kernel warp-specialized at 5 stages left part of C unwritten (128x128x64 and
+256x128x32, 4 warps, in every one of 30 checks: docs/runs/tuning/readings/); at 3 and 4
+stages its results were correct."""
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+class ConfigError(ValueError):
+    """A KernelConfig that cannot be built or cannot run on this device."""
+
+
+class KernelConfig(BaseModel):
+    """Tile sizes and launch parameters of the grouped-tile GEMM kernel.
+
+    block_m / block_n / block_k: the tile of C computed by one program and the K step,
+    powers of two in [16, 256]. group_m: how many tile-rows are walked together in the
+    grouped (swizzled) order, for L2 reuse. num_warps, num_stages: Triton launch options.
+    variant: "grouped" (pointer loads, one program per tile: runs anywhere), "tma"
+    (Hopper: tensor descriptors and a persistent grid, falling back to "grouped" where an
+    operand can't have a descriptor or the GPU is older), or "auto" (tma where it can run).
+    split_k: how many programs share one tile's K loop (a power of two, 1 to 16). Above 1,
+    each writes its fp32 partial tile to a workspace and a second kernel sums them and
+    applies the epilogue (kernels/splitk.py): more programs for skinny or long-K shapes.
+    Split-K runs on pointer loads whatever the variant: the TMA kernel has no split-K.
+    warp_specialize, epilogue_subtile, flatten: options of the TMA kernel
+    (kernels/matmul_tma.py), so a "grouped" config has none; where "auto" or "tma" falls
+    back to the pointer kernel they do nothing. warp_specialize: Triton's automatic warp
+    specialization of the persistent tile loop (a producer warpgroup issues the TMA loads,
+    two consumer warpgroups of num_warps warps each run the MMAs and the epilogue).
+    epilogue_subtile: store each output tile in this many column slices, so the TMA
+    store's staging buffer is that many times smaller (room for more stages). flatten:
+    Triton fuses the tile loop and the K loop into one software-pipelined loop, so the
+    next tile's loads are in flight during this tile's epilogue.
+    stream_k: the data-parallel + stream-K hybrid for tail waves (kernels/streamk.py): a
+    persistent grid of one program per SM runs the full waves of tiles whole and splits
+    the last, partial wave's tiles along K over all SMs. Pointer loads whatever the
+    variant, as for split-K, and not with split_k > 1.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 64
+    group_m: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    variant: Literal["auto", "grouped", "tma"] = "auto"
+    split_k: int = 1
+    warp_specialize: bool = False
+    epilogue_subtile: int = 1
+    flatten: bool = False
+    stream_k: bool = False
+
+    @field_validator("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k",
+                     "epilogue_subtile", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        # true is an int to pydantic's lax mode ("got 1"); as a tile size it is a mistake
+        if isinstance(v, bool):
+            raise ValueError(f"must be an integer, got {str(v).lower()}")
+        return v
+
+    @field_validator("block_m", "block_n", "block_k")
+    @classmethod
+    def _check_block(cls, v: int) -> int:
+        lo, hi = _BLOCK_RANGE
+        if not (_is_pow2(v) and lo <= v <= hi):
+            raise ValueError(f"must be a power of two in [{lo}, {hi}], got {v}")
+        return v
+
+    @field_validator("group_m")
+    @classmethod
+    def _check_group(cls, v: int) -> int:
+        lo, hi = _GROUP_RANGE
+        if not lo <= v <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
+        return v
+
+    @field_validator("num_warps")
+    @classmethod
+    def _check_warps(cls, v: int) -> int:
+        if v not in _WARPS:
+            raise ValueError(f"must be one of {_WARPS}, got {v}")
+        return v
+
+    @field_validator("num_stages")
+    @classmethod
+    def _check_stages(cls, v: int) -> int:
+        lo, hi = _STAGES_RANGE
+        if not lo <= v <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
+        return v
+
+    @field_validator("split_k")
+    @classmethod
+    def _check_split_k(cls, v: int) -> int:
+        if v not in _SPLIT_K:
+            raise ValueError(f"must be one of {_SPLIT_K}, got {v}")
+        return v
+
+    @field_validator("epilogue_subtile")
+    @classmethod
+    def _check_epilogue_subtile(cls, v: int) -> int:
+        if v not in _EPILOGUE_SUBTILES:
+            raise ValueError(f"must be one of {_EPILOGUE_SUBTILES}, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_tma_options(self) -> "KernelConfig":
+        if self.tma_options() and (self.variant == "grouped" or self.split_k > 1 or self.stream_k):
+            runs = ("variant grouped" if self.variant == "grouped"
+                    else "split_k > 1 (pointer-load kernels)" if self.split_k > 1 else "stream_k (a pointer-load kernel)")
+            raise ValueError(f"warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
+                             f"{runs} has none of them")
+        return self
+
+    @model_validator(mode="after")
+    def _check_ws_stages(self) -> "KernelConfig":
+        if self.warp_specialize and self.num_stages > WS_MAX_STAGES:
+            raise ValueError(f"warp_specialize with num_stages > {WS_MAX_STAGES} computes wrong results on Hopper "
+                             f"(Triton 3.6 left part of the output unwritten): use num_stages <= {WS_MAX_STAGES}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_stream_k(self) -> "KernelConfig":
+        if self.stream_k and self.split_k > 1:
+            raise ValueError("stream_k and split_k > 1 are two ways to split K: pick one")
+        return self
+
+    @model_validator(mode="after")
+    def _check_tile_vs_warps(self) -> "KernelConfig":
+        # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
+        if self.block_m * self.block_n < self.num_warps * 256:
+            raise ValueError(
+                f"tile {self.block_m}x{self.block_n} is too small for {self.num_warps} warps"
+            )
+        return self
+
+    def tma_options(self) -> bool:
+        """Whether any option of the TMA kernel differs from its default."""
+        return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten
+
+    def short(self) -> str:
+        """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
+        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten,
+        sk for stream_k)."""
+        label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
+        if self.variant != "auto":
+            label += f" {self.variant}"
+        if self.split_k > 1:
+            label += f" k{self.split_k}"
+        if self.warp_specialize:
+            label += " ws"
+        if self.epilogue_subtile > 1:
+            label += f" st{self.epilogue_subtile}"
+        if self.flatten:
+            label += " fl"
+        if self.stream_k:
+            label += " sk"
+        return label
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "KernelConfig":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc)) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelConfig":
+        """Parse a JSON object; a JSON string that names a file is read from that file."""
+        source = text
+        if not text.lstrip().startswith("{"):
+            try:
+                if Path(text).is_dir():
+                    raise ConfigError(f"config file {text} is a directory: give a JSON file or a JSON object")
+                if Path(text).is_file():
+                    source = Path(text).read_text()
+            except OSError as exc:  # a name too long, a file we may not read
+                raise ConfigError(f"cannot read config file {text[:80]!r}: {exc.strerror}") from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"config file {text} is not text: expected a JSON object") from None
+        try:
+            data = json.loads(source)
+        except json.JSONDecodeError as exc:
+            if source is text and not text.lstrip().startswith(("{", "[")):
+                raise ConfigError(f"config file {text} does not exist (nor is it JSON)") from None
+            where = "config" if source is text else f"config file {text}"
+            raise ConfigError(f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
+            data = data["config"]  # accept an exported entry that wraps the config
+        if not isinstance(data, dict):
+            raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+
+def one_line(exc: ValidationError, what: str = "invalid config") -> str:
+    """A pydantic ValidationError as one line: ``what: field.path: message; ...``."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}")
+    return f"{what}: " + "; ".join(parts)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autokernel.candidates import CANDIDATES
-from autokernel.config import KernelConfig, _cdiv, _next_pow2
+from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
 from autokernel.records import torch_dtype
 
 SMEM_PER_SM = 233472
@@ -104,7 +104,7 @@ def kernel_kind(config: KernelConfig, tma: bool) -> str:
 def occupancy(config: KernelConfig, dtype: torch.dtype) -> int:
     """Programs of ``config`` that fit on one SM at once: by shared memory, warps and the
     accumulator's registers (the persistent TMA kernel launches one per SM regardless)."""
-    smem = max(config.shared_memory_bytes(dtype), 1)
+    smem = max(shared_memory_bytes(config, dtype), 1)
     warps = config.num_warps * (3 if config.warp_specialize else 1)
     regs = min(255, config.block_m * config.block_n // (32 * config.num_warps) + 64)
     return max(1, min(SMEM_PER_SM // (smem + 1024), WARPS_PER_SM // warps, 65536 // (regs * 32 * config.num_warps)))

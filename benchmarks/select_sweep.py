@@ -32,7 +32,7 @@ import torch
 
 from autokernel import api, best, matmul, runtime
 from autokernel.candidates import CANDIDATES
-from autokernel.config import default_config
+from autokernel.config import default_config, shared_memory_bytes
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
 from autokernel.select import tma_aligned, why_not
@@ -82,7 +82,7 @@ def previous_pick(p: Problem):
 def sweep_problem(p: Problem, limit: int) -> list[dict]:
     tma = runtime.has_tma() and tma_aligned(p.m, p.n, p.k, p.torch_dtype, p.layout)
     configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count()) is None
-               and c.shared_memory_bytes(p.torch_dtype) <= limit]
+               and shared_memory_bytes(c, p.torch_dtype) <= limit]
     dev = torch.device("cuda")
 
     def make(i: int):

@@ -17,7 +17,7 @@ from autokernel import best, runtime
 from autokernel.api import resolve_config
 from autokernel.best import BestFile, device_key
 from autokernel.cli import app
-from autokernel.config import ConfigError, KernelConfig, default_config
+from autokernel.config import ConfigError, KernelConfig, default_config, shared_memory_bytes
 from autokernel.history import History, make_row
 from autokernel.records import Problem
 from conftest import FP32_TOL, one_error_line, rel_error, write_best
@@ -271,8 +271,8 @@ def test_precedence_config_env_shipped_default(tmp_path, monkeypatch, _fresh_loo
 def test_a_tuned_config_that_does_not_fit_falls_back_once(monkeypatch, _fresh_lookup, device):
     big = KernelConfig(block_m=256, block_n=256, block_k=64, num_warps=8, num_stages=4)
     write_best(_fresh_lookup / f"{device_key(runtime.device_name())}.json", entry(64, 64, 64, big))
-    limit = max(default_config(m, 64, 64, torch.float16).shared_memory_bytes() for m in (48, 64))
-    assert big.shared_memory_bytes() > limit
+    limit = max(shared_memory_bytes(default_config(m, 64, 64, torch.float16)) for m in (48, 64))
+    assert shared_memory_bytes(big) > limit
     monkeypatch.setattr(runtime, "shared_memory_limit", lambda: limit)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

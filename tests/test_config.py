@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from autokernel import ConfigError, KernelConfig, default_config
-from autokernel.config import FILL_TILES
+from autokernel.config import FILL_TILES, check_fits, shared_memory_bytes
 
 
 def test_json_round_trip():
@@ -57,23 +57,23 @@ def test_tile_too_small_for_warps():
 
 def test_shared_memory_estimate_against_limit():
     cfg = KernelConfig(block_m=256, block_n=256, block_k=128, num_stages=4, variant="grouped")
-    assert cfg.shared_memory_bytes(torch.float16) == 4 * (256 * 128 * 2) * 2
+    assert shared_memory_bytes(cfg, torch.float16) == 4 * (256 * 128 * 2) * 2
     # the TMA variant also stages the C tile for its store, beside an mbarrier per stage
     tma = KernelConfig(block_m=128, block_n=256, block_k=64, num_stages=3, variant="tma")
     pipeline_and_c = 3 * (128 * 64 + 64 * 256) * 2 + 128 * 256 * 2
-    assert 0 < tma.shared_memory_bytes(torch.float16) - pipeline_and_c <= 128
+    assert 0 < shared_memory_bytes(tma, torch.float16) - pipeline_and_c <= 128
     # where the TMA kernel can't take the operands, the grouped kernel runs: no C tile
-    assert tma.shared_memory_bytes(torch.float16, tma=False) == 3 * (128 * 64 + 64 * 256) * 2
+    assert shared_memory_bytes(tma, torch.float16, tma=False) == 3 * (128 * 64 + 64 * 256) * 2
     with pytest.raises(ConfigError, match="shared memory"):
-        cfg.check_fits(torch.float16, limit=232448)
-    KernelConfig().check_fits(torch.float16, limit=232448)
-    assert cfg.shared_memory_bytes(torch.float32) == 2 * cfg.shared_memory_bytes(torch.float16)
+        check_fits(cfg, torch.float16, limit=232448)
+    check_fits(KernelConfig(), torch.float16, limit=232448)
+    assert shared_memory_bytes(cfg, torch.float32) == 2 * shared_memory_bytes(cfg, torch.float16)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (16, 4096, 4096), (8192, 8192, 8192), (300, 17, 5)])
 def test_default_config_is_valid_and_fits(shape):
     cfg = default_config(*shape, torch.float16)
-    cfg.check_fits(torch.float16, limit=232448)
+    check_fits(cfg, torch.float16, limit=232448)
 
 
 @pytest.mark.parametrize("shape, tile", [
@@ -87,7 +87,7 @@ def test_default_config_is_valid_and_fits(shape):
 def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
     cfg = default_config(*shape, torch.float16, gpu=True)
     assert (cfg.block_m, cfg.block_n, cfg.block_k) == tile
-    cfg.check_fits(torch.float16, limit=232448)
+    check_fits(cfg, torch.float16, limit=232448)
     m, n, _ = shape
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     assert tiles >= FILL_TILES or (cfg.block_m, cfg.block_n) == (64, 64)
@@ -95,4 +95,4 @@ def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
 
 @pytest.mark.parametrize("shape", [(256, 1024, 256), (512, 512, 2048), (768, 768, 768), (8192, 8192, 8192)])
 def test_default_config_fits_in_float32(shape):
-    default_config(*shape, torch.float32, gpu=True).check_fits(torch.float32, limit=232448)
+    check_fits(default_config(*shape, torch.float32, gpu=True), torch.float32, limit=232448)

@@ -11,7 +11,7 @@ import torch
 
 import autokernel as ak
 from autokernel import api
-from autokernel.config import ConfigError, KernelConfig
+from autokernel.config import ConfigError, KernelConfig, check_fits, shared_memory_bytes
 from autokernel.evaluate import reference
 from autokernel.records import Problem
 from autokernel.tuning.space import SearchSpace, config_key
@@ -130,10 +130,10 @@ def test_config_fields():
 def test_shared_memory_estimate_counts_the_subtile():
     big = dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=4, variant="tma")
     whole, halves = KernelConfig(**big), KernelConfig(**big, epilogue_subtile=2)
-    assert whole.shared_memory_bytes(torch.float16) - halves.shared_memory_bytes(torch.float16) == 128 * 256
+    assert shared_memory_bytes(whole, torch.float16) - shared_memory_bytes(halves, torch.float16) == 128 * 256
     with pytest.raises(ConfigError, match="shared memory"):
-        whole.check_fits(torch.float16, limit=H100_SMEM)
-    halves.check_fits(torch.float16, limit=H100_SMEM)  # the fourth stage fits once the C tile is halved
+        check_fits(whole, torch.float16, limit=H100_SMEM)
+    check_fits(halves, torch.float16, limit=H100_SMEM)  # the fourth stage fits once the C tile is halved
 
 
 def test_space_prunes_the_options():

@@ -1,4 +1,4 @@
-"""The records layer: plain data that imports neither torch nor Triton."""
+"""The records layer: plain data (Problem, KernelConfig) that imports neither torch nor Triton."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_importing_the_records_loads_neither_torch_nor_triton():
     code = ("import sys, autokernel.records as r; p = r.Problem(3, 4, 5, 'bf16', 'GELU', True, 'nt'); "
-            "print(p.label(), p.bytes, p.flops); "
+            "c = r.KernelConfig.from_json('{\"block_m\": 64, \"split_k\": 2}'); "
+            "print(p.label(), p.bytes, p.flops, c.short()); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'triton', 'pandas'}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     label, loaded = proc.stdout.splitlines()
-    assert label == f"3x4x5 bfloat16 nt bias gelu {(3 * 5 + 5 * 4 + 3 * 4 + 4) * 2} {2 * 3 * 4 * 5}"
+    assert label == f"3x4x5 bfloat16 nt bias gelu {(3 * 5 + 5 * 4 + 3 * 4 + 4) * 2} {2 * 3 * 4 * 5} 64x128x64 g8 w8 s3 k2"
     assert loaded == "[]"
 
 

@@ -8,7 +8,7 @@ import torch
 
 import autokernel as ak
 from autokernel import api
-from autokernel.config import ConfigError, KernelConfig
+from autokernel.config import ConfigError, KernelConfig, shared_memory_bytes
 from autokernel.evaluate import reference
 from autokernel.kernels import streamk
 from autokernel.kernels.streamk import StreamKLaunch, plan_matmul_streamk, tail_split
@@ -161,8 +161,8 @@ def test_config_field():
             KernelConfig.from_dict(fields)
     # and no C staging tile: the estimate is the grouped kernel's whatever the variant says
     big = dict(block_m=256, block_n=256, block_k=64, num_warps=8, num_stages=3)
-    assert (KernelConfig(**big, stream_k=True).shared_memory_bytes()
-            == KernelConfig(**big, variant="grouped").shared_memory_bytes())
+    assert (shared_memory_bytes(KernelConfig(**big, stream_k=True))
+            == shared_memory_bytes(KernelConfig(**big, variant="grouped")))
 
 
 def test_search_space_prunes_stream_k():

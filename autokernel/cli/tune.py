@@ -371,7 +371,7 @@ def _best_trial(result: "TuneResult") -> dict | None:
     # this_run: first tried in this run (an earlier run's winner re-timed now was not)
     found = any(config_key(t.config) == config_key(best.config) for t in result.trials if t.config is not None)
     return {"config": best.config, "ms": row.get("ms"), "gpu_ms": row.get("gpu_ms"), "tflops": row.get("tflops"),
-            "rank_ms": best.ms, "this_run": found, "run_id": row.get("run_id")}
+            "rank_ms": best.ms, "this_run": found, "found_by": None if found else row.get("run_id")}
 
 
 def _render(outcome: dict) -> None:
@@ -396,7 +396,7 @@ def _render(outcome: dict) -> None:
         return
     line = f"winner {best['config'].short()}: {fmt(best['rank_ms'])} ms ranked"
     if not best["this_run"]:  # the history's best, tried first by another run (earlier, or beside this one)
-        line += f" (found by run {best['run_id']}, not this one)" if best["run_id"] else " (found by another run)"
+        line += f" (found by run {best['found_by']}, not this one)" if best["found_by"] else " (found by another run)"
     if best["ms"] is not None:
         gpu = f", GPU {fmt(best['gpu_ms'])} ms" if best["gpu_ms"] is not None else ""
         line += f" (median {fmt(best['ms'])} ms{gpu})"

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from autokernel.config import KernelConfig
+    from autokernel.records import KernelConfig
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 """The dtypes the TMA kernel takes (kernels/matmul_tma.py); others run the grouped kernel."""

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import torch
 
 from autokernel import runtime
-from autokernel.config import WS_MAX_STAGES, KernelConfig, _cdiv, _next_pow2
+from autokernel.config import WS_MAX_STAGES, KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
 from autokernel.records import Problem
 
 # What each KernelConfig field may take while tuning on a GPU (a subset of what
@@ -133,7 +133,7 @@ class SearchSpace:
             if why:
                 return why
         if self.smem_limit is not None:
-            need = config.shared_memory_bytes(p.torch_dtype, bias=p.bias)
+            need = shared_memory_bytes(config, p.torch_dtype, bias=p.bias)
             if need > self.smem_limit:
                 return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
         consumers = config.num_warps * (_WS_CONSUMER_GROUPS if config.warp_specialize else 1)
