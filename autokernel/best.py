@@ -462,7 +462,7 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if model is None:
         return None
     dt = str(dtype).removeprefix("torch.")
-    tuned = tuple((shrunk, where if shrunk == config else f"{where}, fitted")
+    tuned = tuple((shrunk, where if shrunk is config else f"{where}, fitted")
                   for config, where in _nearby(m, n, k, dt, activation, name)
                   if (shrunk := shrink(config)) is not None)
     return select.choose(model, m, n, k, dtype, tma=tma, default=default or default_config(m, n, k, dtype),
@@ -503,7 +503,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
         source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
         fitted = fit_config(config, dtype, limit, **mode)
         if fitted is not None:
-            return fitted, source if fitted == config else f"{source}, fitted"
+            return fitted, source if fitted is config else f"{source}, fitted"
         try:
             check_fits(config, dtype, limit, **mode)
         except ConfigError as exc:
@@ -516,11 +516,11 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     default = fit_config(config, dtype, limit, **mode)
     if default is None:
         check_fits(config, dtype, limit, **mode)  # raises: no shrink of the default fits
-    default_source = "default" if default == config else "default, fitted"
+    default_source = "default" if default is config else "default, fitted"
     ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, limit, tma, bias, store_z), default,
                     lambda config: fit_config(config, dtype, limit, **mode), layout)
     if ranked is not None:
-        return (ranked.config, ranked.source) if ranked.config != default else (default, default_source)
+        return (ranked.config, ranked.source) if ranked.config is not default else (default, default_source)
     # No model to score with: an entry for this shape in another layout is the best guess.
     found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None, name)
     if found is not None:
@@ -528,7 +528,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
         fitted = fit_config(config, dtype, limit, **mode)
         if fitted is not None:
             source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
-            return fitted, source if fitted == config else f"{source}, fitted"
+            return fitted, source if fitted is config else f"{source}, fitted"
     return default, default_source
 
 

@@ -325,7 +325,8 @@ class Choice:
 
     @property
     def ranked(self) -> tuple[Scored, ...]:
-        return tuple(Scored(p.config, source, us, p.scored_as) for us, p, source in self.scores)
+        order = sorted(self.scores, key=lambda s: (s[0] is None, s[0] or 0.0))
+        return tuple(Scored(p.config, source, us, p.scored_as) for us, p, source in order)
 
 
 def _fields(config: KernelConfig) -> tuple:
@@ -407,11 +408,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
     programs = model.programs
-    scores = sorted(((_predict(p, m, n, k, itemsize, programs), p, source) for p, source in pool),
-                    key=lambda s: (s[0] is None, s[0] or 0.0))
-    scores = tuple(scores)
+    scores = tuple((_predict(p, m, n, k, itemsize, programs), p, source) for p, source in pool)
     default_us = next((us for us, _, source in scores if source == "default"), None)
-    best_us, best, best_source = scores[0] if scores else (None, None, None)
+    scored = [s for s in scores if s[0] is not None]
+    # The first of equal predictions wins: the pool's order (default, tuned, candidates).
+    best_us, best, best_source = min(scored, key=lambda s: s[0]) if scored else (None, None, None)
     if best_us is None:
         if not any(source == "default" for _, _, source in scores):
             raise ValueError("no config fits")  # the caller's fit rules shrink the default first
