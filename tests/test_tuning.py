@@ -492,3 +492,40 @@ def test_a_rationale_does_not_pass_for_the_retime_mark(sweep, tmp_path) -> None:
     first = notes[notes.str.startswith("bigger") & ~notes.str.endswith("; re-timed")]
     assert len(first) == 4 and not any(is_retimed(n) for n in first)
     assert notes.map(is_retimed).sum() >= 3  # the confirmation's own marks still count
+
+
+def test_the_time_budget_bounds_the_run(sweep, tmp_path, monkeypatch) -> None:
+    """A generation the last one's duration says would end past the budget is not started,
+    and with the budget spent the leaders are not timed again: a 100 s budget with 40 s
+    generations stops after two (80 s), where checking only after each generation ran a
+    third to 120 s."""
+    import types
+
+    now = [0.0]
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    class Slow(ReplayEvaluator):
+        """40 s per generation's evaluation; the side-by-side re-time takes no time."""
+
+        retiming = False
+
+        def evaluate(self, *args, **kwargs):
+            if not self.retiming:
+                now[0] += 40.0
+            return super().evaluate(*args, **kwargs)
+
+        def retime(self, *args, **kwargs):
+            self.retiming = True
+            try:
+                return super().retime(*args, **kwargs)
+            finally:
+                self.retiming = False
+
+    slow = Slow(sweep)
+    result = _tune(slow, History(tmp_path / "a.csv"), BIG, "random", seed=1, generations=10,
+                   stop=loop.StopRules(time_budget_s=100))
+    assert result.stopped == "time budget" and len(result.generations) == 2 and now[0] == 80.0
+    spent = _tune(slow, History(tmp_path / "b.csv"), BIG, "random", seed=1, generations=10,
+                  stop=loop.StopRules(time_budget_s=30))
+    assert len(spent.generations) == 1 and spent.confirmation is None
+    assert any("time budget is spent" in e for e in spent.events)

@@ -26,7 +26,8 @@ class StopRules:
 
     patience: generations in a row whose best-so-far improved by less than ``min_gain``
     (a fraction: 0.01 is 1 %). max_trials: new trials in this run. time_budget_s: wall
-    seconds since the start (checked between generations).
+    seconds since the start: no generation starts that the last one's duration says would
+    end past it, and once it is spent the leaders are not timed again.
     """
 
     patience: int | None = None
@@ -118,7 +119,14 @@ def tune(
     stale = 0
     events_seen = len(getattr(strategy, "events", None) or [])
 
+    last_gen_s = 0.0
     for gen in range(first_gen, first_gen + generations):
+        # A generation that would end past the time budget is not started: the last one
+        # took last_gen_s (the budget bounds the run, not only when it stops).
+        if (stop.time_budget_s is not None and result.generations
+                and time.perf_counter() - started + last_gen_s > stop.time_budget_s):
+            result.stopped = "time budget"
+            break
         budget = per_generation
         if stop.max_trials is not None:
             budget = min(budget, stop.max_trials - len(result.trials))
@@ -167,6 +175,7 @@ def tune(
             elapsed_s=time.perf_counter() - gen_start,
             stats=dict(getattr(strategy, "last_stats", None) or {}),
         )
+        last_gen_s = summary.elapsed_s
         result.generations.append(summary)
         events = getattr(strategy, "events", None) or []
         result.events += events[events_seen:]  # the strategy's events are append-only
@@ -182,7 +191,10 @@ def tune(
         if stop.time_budget_s is not None and time.perf_counter() - started >= stop.time_budget_s:
             result.stopped = "time budget"
             break
-    if result.trials and hasattr(evaluator, "retime"):
+    spent = stop.time_budget_s is not None and time.perf_counter() - started >= stop.time_budget_s
+    if result.trials and hasattr(evaluator, "retime") and spent:
+        result.events.append("the leaders were not timed again side by side: the time budget is spent")
+    elif result.trials and hasattr(evaluator, "retime"):
         line, confirmed = _confirm_leaders(problem, space, store, evaluator, record, device=device, timing=timing)
         result.confirmation = line
         if line and not confirmed:
