@@ -100,11 +100,11 @@ def result_row(suite: str, impl: str, trial: Any, *, command: str, run_id: str, 
     }
 
 
-def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a results file; ValueError (one line naming the file and line) for a file
-    that is missing, unreadable, not JSON lines, lacks a required field or names an unknown
-    implementation or an invalid problem. A row cut short (a line that opens an object but
-    does not parse: the writer was killed mid-row) is skipped with one warning."""
+def _json_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each row of a JSON-lines results file; ValueError (one line
+    naming the file and line) for a file that is missing, unreadable or not JSON lines. A row
+    cut short (a line that opens an object but does not parse: the writer was killed mid-row)
+    is skipped with one warning."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -125,9 +125,32 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
                 torn.append(i)
                 continue
             raise ValueError(f"{path} line {i} is not JSON ({exc.msg}): is it a results file of "
-                             f"scripts/benchmark_suite.py?") from None
+                             f"scripts/benchmark_suite.py or benchmarks/select_sweep.py?") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path} line {i} is not a JSON object")
+        rows.append((i, row))
+    if torn:
+        warnings.warn(f"{path}: skipped {len(torn)} row(s) cut short (line {', '.join(map(str, torn))})",
+                      stacklevel=3)
+    if not rows:
+        raise ValueError(f"results file {path} holds no results")
+    return rows
+
+
+def is_selector_file(rows: list[dict[str, Any]]) -> bool:
+    """Whether rows are a selector sweep or check (benchmarks/select_sweep.py: one row per
+    (problem, config), with ``roles`` and ``label``) rather than a suite's results."""
+    return bool(rows) and all("roles" in r and "label" in r for r in rows)
+
+
+def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """The rows of a results file of scripts/benchmark_suite.py; ValueError (one line naming
+    the file and line) for a file that is missing, unreadable, not JSON lines, lacks a required
+    field or names an unknown implementation or an invalid problem. A row cut short is skipped
+    with one warning. ``numbered``: the file's (line number, object) pairs, already read."""
+    path = Path(path)
+    rows = []
+    for i, row in numbered if numbered is not None else _json_rows(path):
         missing = [f for f in REQUIRED if f not in row]
         if missing:
             raise ValueError(f"{path} line {i} lacks {', '.join(missing)}: not a results file of "
@@ -145,11 +168,6 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
             if row.get(key) is not None and not isinstance(row[key], (int, float)):
                 raise ValueError(f"{path} line {i}: {key} must be a number, got {row[key]!r}")
         rows.append(row)
-    if torn:
-        warnings.warn(f"{path}: skipped {len(torn)} row(s) cut short (line {', '.join(map(str, torn))})",
-                      stacklevel=2)
-    if not rows:
-        raise ValueError(f"results file {path} holds no results")
     return rows
 
 
@@ -499,13 +517,31 @@ def plot_suite(results: list[ProblemResult], timer: str, title: str, path: str |
     return out
 
 
-def write_report(results_path: str | Path, out: str | Path | None, plots_dir: str | Path | None) -> tuple[Report, list[Path]]:
+@dataclass
+class SelectorReport:
+    """The rendered report of a selector check (no charts)."""
+
+    markdown: str
+    problems: int
+
+
+def write_report(results_path: str | Path, out: str | Path | None,
+                 plots_dir: str | Path | None) -> tuple[Report | SelectorReport, list[Path]]:
     """Read a results file, write the markdown to ``out`` (None: write none, the caller
     prints ``Report.markdown``; charts are then linked from the current directory) and one
     chart per suite to ``plots_dir`` (none when it is None). Everything is computed before
     anything is written, and the markdown is replaced atomically. ValueError for a bad
-    results file; OSError when an output cannot be written."""
-    rows = read_results(results_path)
+    results file; OSError when an output cannot be written. A selector check (the rows of
+    benchmarks/select_sweep.py, told by their ``roles`` and ``label``) gets selector_report and
+    no charts."""
+    numbered = _json_rows(results_path)
+    if is_selector_file([row for _, row in numbered]):
+        rows = check_selector_rows(numbered, results_path)
+        check = SelectorReport(selector_report(rows, str(results_path)), len(group_selector(rows)))
+        if out is not None:
+            _write_text(Path(out), check.markdown)
+        return check, []
+    rows = read_results(results_path, numbered)
     to_file = out is not None
     out = Path(out if to_file else "report.md")
     plot_paths = {}
@@ -522,13 +558,188 @@ def write_report(results_path: str | Path, out: str | Path | None, plots_dir: st
                for s, p in plot_paths.items() if s in report.suites]
     if not to_file:
         return report, written
+    _write_text(out, report.markdown)
+    return report, written
+
+
+def _write_text(out: Path, text: str) -> None:
+    """Replace ``out`` with ``text`` atomically."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(report.markdown)
+    tmp.write_text(text)
     tmp.replace(out)
-    return report, written
 
 
 def _file_stem(suite: str) -> str:
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in suite).strip("_")
     return stem or "suite"
+
+
+# --- selector checks: benchmarks/select_sweep.py's files ------------------------------------
+#
+# One row per (problem, config) measured: the problem's columns (m, n, k, dtype, activation,
+# bias, layout), the config (None for torch, labelled "cublas": torch.mm on a plain GEMM, eager
+# addmm + the activation where there is an epilogue), its short label, ``roles`` (which of
+# "default", "pick" and "previous" the config is), the status and ``gpu_ms`` (GPU time per call,
+# all configs of a problem and torch raced side by side in CUDA graphs).
+
+SELECTOR_REQUIRED = ("m", "n", "k", "dtype", "activation", "bias", "layout", "label", "roles", "status")
+TORCH_LABEL = "cublas"
+ROLES = ("pick", "default", "previous")
+
+DECODE_MAX_ROWS = 64  # decode: M <= 64
+SKINNY_MAX_ROWS = 256  # skinny: 64 < M <= 256
+LARGE_MIN_FLOP = 1e11  # mid: M > 256 and 2MNK <= 1e11 (100 GFLOP); large: M > 256 and above
+SELECTOR_CLASSES = ("decode", "skinny", "mid", "large")
+SELECTOR_WORST = 30  # the problems listed, worst first
+SELECTOR_RATIOS: dict[str, tuple[str, str]] = {
+    "torch/pick": ("torch", "pick"), "torch/default": ("torch", "default"),
+    "torch/previous": ("torch", "previous"), "torch/best": ("torch", "best"), "pick/best": ("best", "pick")}
+"""Ratio -> (numerator, denominator) times. torch/X is torch's time over X's (above 1: X beats
+torch); pick/best is the best config's time over the pick's (the share of the best's speed that
+the pick reaches, at most 1)."""
+
+
+def problem_class(p: Problem) -> str:
+    """decode (M <= 64), skinny (64 < M <= 256), mid (M > 256, 2MNK <= 1e11 FLOP) or large."""
+    if p.m <= DECODE_MAX_ROWS:
+        return "decode"
+    if p.m <= SKINNY_MAX_ROWS:
+        return "skinny"
+    return "mid" if 2 * p.m * p.n * p.k <= LARGE_MIN_FLOP else "large"
+
+
+@dataclass
+class SelectorProblem:
+    """One problem of a selector check: its rows by config label (torch's is "cublas")."""
+
+    problem: Problem
+    rows: dict[str, dict] = field(default_factory=dict)
+
+    @staticmethod
+    def _ms(row: dict | None) -> float | None:
+        if row is None or row.get("status") != "success":
+            return None
+        ms = row.get("gpu_ms")
+        return float(ms) if isinstance(ms, (int, float)) and ms > 0 else None
+
+    def row(self, name: str) -> dict | None:
+        """The row of "torch", "best" or a role (the first config that holds it)."""
+        if name == "torch":
+            return self.rows.get(TORCH_LABEL)
+        configs = [r for label, r in self.rows.items() if label != TORCH_LABEL]
+        if name == "best":
+            timed = [r for r in configs if self._ms(r) is not None]
+            return min(timed, key=self._ms) if timed else None
+        return next((r for r in configs if name in r["roles"]), None)
+
+    def ms(self, name: str) -> float | None:
+        return self._ms(self.row(name))
+
+    def ratio(self, ratio: str) -> float | None:
+        """A ratio of SELECTOR_RATIOS; None where either side was not measured."""
+        x, y = SELECTOR_RATIOS[ratio]
+        tx, ty = self.ms(x), self.ms(y)
+        return tx / ty if tx is not None and ty is not None else None
+
+    def label(self, name: str) -> str:
+        row = self.row(name)
+        if row is None:
+            return "–"
+        return row["label"] if row.get("status") == "success" else f"{row['label']} ({row.get('status')})"
+
+
+def group_selector(rows: list[dict]) -> list[SelectorProblem]:
+    """The problems of a selector check, in file order. Rows of one problem share its columns
+    and ``index``; a label seen again starts a newer measurement of the problem, which replaces
+    the older (files of several runs can be concatenated)."""
+    problems: dict[tuple, SelectorProblem] = {}
+    for row in rows:
+        p = Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"], row["activation"], row["bias"],
+                    row["layout"])
+        key = (row.get("index"), p)
+        if key not in problems or row["label"] in problems[key].rows:
+            problems.pop(key, None)
+            problems[key] = SelectorProblem(p)
+        problems[key].rows[row["label"]] = row
+    return list(problems.values())
+
+
+def check_selector_rows(numbered: list[tuple[int, dict]], path: str | Path) -> list[dict]:
+    """The rows of a selector check file, each checked; ValueError naming the line otherwise."""
+    rows = []
+    for i, row in numbered:
+        missing = [f for f in SELECTOR_REQUIRED if f not in row]
+        if missing:
+            raise ValueError(f"{path} line {i} lacks {', '.join(missing)}: not a selector check of "
+                             f"benchmarks/select_sweep.py")
+        if not isinstance(row["bias"], bool):
+            raise ValueError(f"{path} line {i}: bias must be true or false, got {row['bias']!r}")
+        if not isinstance(row["roles"], list):
+            raise ValueError(f"{path} line {i}: roles must be a list, got {row['roles']!r}")
+        if row.get("gpu_ms") is not None and not isinstance(row["gpu_ms"], (int, float)):
+            raise ValueError(f"{path} line {i}: gpu_ms must be a number, got {row['gpu_ms']!r}")
+        try:
+            Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"], row["activation"], row["bias"],
+                    row["layout"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path} line {i}: {exc}") from None
+        rows.append(row)
+    return rows
+
+
+def _geomean_cell(problems: list[SelectorProblem], ratio: str) -> str:
+    values = [v for p in problems if (v := p.ratio(ratio)) is not None]
+    g = geomean(values)
+    if g is None:
+        return "–"
+    return f"{g:.3f}" + ("" if len(values) == len(problems) else f" ({len(values)})")
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def selector_report(rows: list[dict], source: str, worst: int = SELECTOR_WORST) -> str:
+    """The markdown report of a selector check (rows of benchmarks/select_sweep.py): geomeans
+    of SELECTOR_RATIOS per problem class and overall, then the problems worst first by
+    torch/pick (the ``worst`` worst). Raises ValueError for rows of several devices."""
+    devices = _distinct(rows, "device")
+    if len(devices) > 1:
+        raise ValueError(f"the results mix devices ({', '.join(devices)}): report one device at a time")
+    problems = group_selector(rows)
+    failed = [r for p in problems for r in p.rows.values() if r.get("status") != "success"]
+    configs = sum(len(p.rows) - (TORCH_LABEL in p.rows) for p in problems)
+    md = ["# Selector check", "",
+          f"Generated by `autokernel report {source}` from `{source}` (written by `benchmarks/select_sweep.py`): "
+          "edit the measurements, not this page.", "",
+          f"- Device: {devices[0] if devices else 'unknown'}",
+          f"- {len(problems)} problems, {configs} configs timed"
+          + (f", {len(failed)} of them failed (status other than success)" if failed else ""), "",
+          "Per problem, every config measured and torch were timed side by side (`timing.race`: CUDA graphs "
+          "interleaved, GPU time per call). **torch** is cuBLAS (`torch.mm`) on a plain GEMM and eager "
+          "`torch.addmm` + the activation where the problem has an epilogue; **pick** is the config "
+          "`autokernel.matmul` picks; **default** the built-in default config; **previous** the previous rule's "
+          "(the nearest shipped entry within 4x, else the default); **best** the fastest config measured for the "
+          "problem. torch/X is torch's time over X's (above 1: X beats torch); pick/best is the best's time over "
+          "the pick's (the share of the best config's speed the pick reaches, at most 1). Figures are geomeans over the problems; a count in brackets is the number of problems "
+          "where both sides were measured, where it is fewer than all.", "",
+          f"Classes by M and work (2MNK FLOP): **decode** M <= {DECODE_MAX_ROWS}; **skinny** "
+          f"{DECODE_MAX_ROWS} < M <= {SKINNY_MAX_ROWS}; **mid** M > {SKINNY_MAX_ROWS} and 2MNK <= "
+          f"1e11 (100 GFLOP); **large** M > {SKINNY_MAX_ROWS} and 2MNK > 100 GFLOP.", "",
+          "## By class", ""]
+    by_class = {c: [p for p in problems if problem_class(p.problem) == c] for c in SELECTOR_CLASSES}
+    table = [[c, str(len(ps))] + [_geomean_cell(ps, r) for r in SELECTOR_RATIOS] for c, ps in by_class.items() if ps]
+    table.append(["**all**", str(len(problems))] + [f"**{_geomean_cell(problems, r)}**" for r in SELECTOR_RATIOS])
+    md += _table(["class", "problems", *SELECTOR_RATIOS], table, 1)
+    ranked = sorted(problems, key=lambda p: (p.ratio("torch/pick") is not None, p.ratio("torch/pick") or 0.0))
+    shown = ranked[:worst]
+    md += ["", "## Problems, worst first by torch/pick", ""]
+    if len(shown) < len(ranked):
+        md += [f"The worst {len(shown)} of {len(ranked)}; the others are in `{source}`.", ""]
+    md += _table(["#", "problem", "class", "pick", "best", "torch/pick", "torch/best", "pick/best"],
+                 [[str(j), p.problem.label(), problem_class(p.problem), p.label("pick"), p.label("best"),
+                   _fmt_ratio(p.ratio("torch/pick")), _fmt_ratio(p.ratio("torch/best")),
+                   _fmt_ratio(p.ratio("pick/best"))] for j, p in enumerate(shown, 1)], 5)
+    md.append("")
+    return "\n".join(md)

@@ -1,4 +1,5 @@
-"""`autokernel report`: the benchmark report (tables, targets, charts) from a results file."""
+"""`autokernel report`: the benchmark report (tables, targets, charts) from a results file, or the
+report of a selector check (geomeans per problem class, the worst problems)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from autokernel.cli._common import console, err_console, fail, warn
 
 def report(
     results: Annotated[str, typer.Argument(metavar="RESULTS",
-                                           help="A results file (JSON lines) of scripts/benchmark_suite.py.")],
+                                           help="A results file (JSON lines) of scripts/benchmark_suite.py, or a "
+                                                "selector check of benchmarks/select_sweep.py.")],
     output: Annotated[str | None, typer.Option(
         "--output", "-o", help="The markdown file to (re)write, e.g. docs/BENCHMARKS.md (default: stdout).")] = None,
     plots_dir: Annotated[str | None, typer.Option(
@@ -23,11 +25,13 @@ def report(
     """Regenerate the benchmark report from measured results: per shape and dtype Triton,
     cuBLAS, eager fused, cuBLASLt's epilogue and torch.compile side by side, speedups by GPU
     and wall time, roofline efficiency, GB/s of decode shapes, and the performance targets.
+    Given a selector check (benchmarks/select_sweep.py's rows), the pick, default, previous rule
+    and best config against torch per problem class, and the problems worst first (no charts).
     The markdown goes to stdout unless --output names a file."""
     import os
     import sys
 
-    from autokernel.report import write_report
+    from autokernel.report import SelectorReport, write_report
 
     if no_plots:
         plots_dir = None
@@ -45,12 +49,15 @@ def report(
         warn(str(w.message))
     if output is None:
         sys.stdout.write(rep.markdown if rep.markdown.endswith("\n") else rep.markdown + "\n")
-    problems = sum(len(r) for r in rep.suites.values())
-    verdicts = [t.verdict for t in rep.targets]
-    summary = (f"{problems} problems in {len(rep.suites)} suites, "
-               f"targets {verdicts.count('MET')} met, {verdicts.count('MISSED')} missed, "
-               f"{len(verdicts) - verdicts.count('MET') - verdicts.count('MISSED')} not judged"
-               + (f"; {len(charts)} charts in {plots_dir}" if charts else ""))
+    if isinstance(rep, SelectorReport):
+        summary = f"selector check of {rep.problems} problems"
+    else:
+        problems = sum(len(r) for r in rep.suites.values())
+        verdicts = [t.verdict for t in rep.targets]
+        summary = (f"{problems} problems in {len(rep.suites)} suites, "
+                   f"targets {verdicts.count('MET')} met, {verdicts.count('MISSED')} missed, "
+                   f"{len(verdicts) - verdicts.count('MET') - verdicts.count('MISSED')} not judged"
+                   + (f"; {len(charts)} charts in {plots_dir}" if charts else ""))
     if output is None:
         err_console.print(f"report: {summary}", highlight=False, markup=False, soft_wrap=True)
     else:
