@@ -722,8 +722,9 @@ def selector_report(rows: list[dict], source: str, worst: int = SELECTOR_WORST) 
           "`autokernel.matmul` picks; **default** the built-in default config; **previous** the previous rule's "
           "(the nearest shipped entry within 4x, else the default); **best** the fastest config measured for the "
           "problem. torch/X is torch's time over X's (above 1: X beats torch); pick/best is the best's time over "
-          "the pick's (the share of the best config's speed the pick reaches, at most 1). Figures are geomeans over the problems; a count in brackets is the number of problems "
-          "where both sides were measured, where it is fewer than all.", "",
+          "the pick's (the share of the best config's speed the pick reaches, at most 1). Figures are geomeans "
+          "over the problems; a count in brackets is the number of problems where both sides were measured, "
+          "where it is fewer than all.", "",
           f"Classes by M and work (2MNK FLOP): **decode** M <= {DECODE_MAX_ROWS}; **skinny** "
           f"{DECODE_MAX_ROWS} < M <= {SKINNY_MAX_ROWS}; **mid** M > {SKINNY_MAX_ROWS} and 2MNK <= "
           f"1e11 (100 GFLOP); **large** M > {SKINNY_MAX_ROWS} and 2MNK > 100 GFLOP.", "",
