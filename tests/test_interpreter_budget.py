@@ -83,4 +83,4 @@ def test_ctrl_c_ends_an_interpreted_run_promptly_with_the_rows_saved(tmp_path):
             proc.communicate()
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == f"interrupted, 1 rows saved to {path}"
-    assert took < 5, took
+    assert took < 15, took  # under a second on an idle machine; the bound leaves room for a loaded one
