@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from autokernel import runtime
 from autokernel.api import matmul
 from autokernel.config import ConfigError, KernelConfig, check_fits, default_config
-from autokernel.records import Problem, fresh_seed
+from autokernel.records import Problem, Trial, fresh_seed  # noqa: F401  (Trial re-exported: the record every evaluation produces)
 from autokernel.timing import (
     GPU, GRAPH_INPUT_SETS, MAX_INPUT_SETS, Timing, gpu_time, make_input_sets, race, tflops, time_fn, timing_label,
     wall_race,
@@ -141,60 +141,6 @@ TORCH_KERNELS = ("torch", "cublaslt", "torch_compile")
 """Baselines: eager torch (addmm/matmul, then the activation), cuBLASLt's fused epilogue
 (torch._addmm_activation: relu, and gelu — tanh-approximate on CUDA, exact on the CPU), and
 torch.compile(mode="max-autotune-no-cudagraphs") of the eager function."""
-
-
-@dataclass
-class Trial:
-    """One measured (problem, implementation): the record every evaluation produces.
-
-    ``kernel`` is "triton" or one of TORCH_KERNELS; ``config`` is None for torch. Times in
-    milliseconds (median, 20th and 80th percentile), ``tflops`` in 10^12 FLOP/s; ``timing``
-    is "gpu" or "interpreter". ``gpu_ms`` is the GPU time per call without host launch
-    cost (CUDA-graph replay), where measured; tuning ranks by it. ``wall_ms`` is the time
-    per call of calls made back to back, host included (timing.wall_race), where measured
-    (bench): above gpu_ms, the call is host-bound. ``note`` is free text
-    (an LLM's rationale, "re-timed"). On failure ``status`` says which kind and ``error`` why.
-    """
-
-    problem: Problem
-    config: KernelConfig | None
-    status: str
-    kernel: str = "triton"
-    ms: float | None = None
-    p20: float | None = None
-    p80: float | None = None
-    tflops: float | None = None
-    rel_error: float | None = None
-    max_abs_diff: float | None = None
-    timing: str | None = None
-    error: str | None = None
-    gpu_ms: float | None = None
-    note: str | None = None
-    wall_ms: float | None = None
-
-    @property
-    def rank_ms(self) -> float | None:
-        """The time tuning ranks by: GPU time where measured, else the timer's median."""
-        return self.gpu_ms if self.gpu_ms is not None else self.ms
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success"
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["problem"] = self.problem.to_dict()
-        d["config"] = None if self.config is None else self.config.model_dump()
-        return d
-
-    def history_fields(self) -> dict:
-        """The history columns this trial fills, for ``history.make_row(..., **fields)``."""
-        return {
-            "kernel": self.kernel, "ms": self.ms, "ms_p20": self.p20, "ms_p80": self.p80,
-            "tflops": self.tflops, "rel_error": self.rel_error, "max_abs_diff": self.max_abs_diff,
-            "timing": self.timing or timing_label(), "error": self.error,
-            "gpu_ms": self.gpu_ms, "note": self.note,
-        }
 
 
 def failure_status(exc: BaseException) -> str:

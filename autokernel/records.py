@@ -1,9 +1,10 @@
 """The records at the bottom of autokernel: plain data every layer above shares.
 
 ``Problem`` (one GEMM to run, check and time: the key everything is indexed by), the names
-it is built from (dtypes, activations, operand layouts) and their parsing, and
+it is built from (dtypes, activations, operand layouts) and their parsing,
 ``KernelConfig`` (the launch parameters of one kernel, checked: the rules each kernel
-variant puts on its knobs) with its one JSON form. Importing this
+variant puts on its knobs) with its one JSON form, and ``Trial`` (one measured problem and
+implementation: what every evaluation produces and the history records). Importing this
 module imports neither torch nor Triton (a test and an import-linter contract hold it to
 that): the history, the CLI's argument checks and the tuner's records need neither.
 """
@@ -365,3 +366,60 @@ def one_line(exc: ValidationError, what: str = "invalid config") -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{where}: {msg}")
     return f"{what}: " + "; ".join(parts)
+
+
+# ---- trials -------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    """One measured (problem, implementation): the record every evaluation produces.
+
+    ``kernel`` is "triton" or one of TORCH_KERNELS; ``config`` is None for torch. Times in
+    milliseconds (median, 20th and 80th percentile), ``tflops`` in 10^12 FLOP/s; ``timing``
+    is "gpu" or "interpreter". ``gpu_ms`` is the GPU time per call without host launch
+    cost (CUDA-graph replay), where measured; tuning ranks by it. ``wall_ms`` is the time
+    per call of calls made back to back, host included (timing.wall_race), where measured
+    (bench): above gpu_ms, the call is host-bound. ``note`` is free text
+    (an LLM's rationale, "re-timed"). On failure ``status`` says which kind and ``error`` why.
+    """
+
+    problem: Problem
+    config: KernelConfig | None
+    status: str
+    kernel: str = "triton"
+    ms: float | None = None
+    p20: float | None = None
+    p80: float | None = None
+    tflops: float | None = None
+    rel_error: float | None = None
+    max_abs_diff: float | None = None
+    timing: str | None = None
+    error: str | None = None
+    gpu_ms: float | None = None
+    note: str | None = None
+    wall_ms: float | None = None
+
+    @property
+    def rank_ms(self) -> float | None:
+        """The time tuning ranks by: GPU time where measured, else the timer's median."""
+        return self.gpu_ms if self.gpu_ms is not None else self.ms
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["problem"] = self.problem.to_dict()
+        d["config"] = None if self.config is None else self.config.model_dump()
+        return d
+
+    def history_fields(self) -> dict:
+        """The history columns this trial fills, for ``history.make_row(..., **fields)``."""
+        return {
+            "kernel": self.kernel, "ms": self.ms, "ms_p20": self.p20, "ms_p80": self.p80,
+            "tflops": self.tflops, "rel_error": self.rel_error, "max_abs_diff": self.max_abs_diff,
+            "timing": self.timing, "error": self.error,
+            "gpu_ms": self.gpu_ms, "note": self.note,
+        }

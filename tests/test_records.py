@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_importing_the_records_loads_neither_torch_nor_triton():
     code = ("import sys, autokernel.records as r; p = r.Problem(3, 4, 5, 'bf16', 'GELU', True, 'nt'); "
             "c = r.KernelConfig.from_json('{\"block_m\": 64, \"split_k\": 2}'); "
+            "t = r.Trial(p, c, 'success', ms=1.0, timing='gpu'); assert t.ok and t.rank_ms == 1.0; "
             "print(p.label(), p.bytes, p.flops, c.short()); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'triton', 'pandas'}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Protocol, Sequence
 
 from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial
+from autokernel.records import Trial
 from autokernel.records import Problem
 from autokernel.tuning.space import config_key
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial
+from autokernel.records import Trial
 from autokernel.records import Problem
 from autokernel.tuning.evaluator import Evaluator
 from autokernel.tuning.space import SearchSpace, config_key

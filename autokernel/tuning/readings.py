@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from autokernel.records import KernelConfig, Problem, Trial
+
 if TYPE_CHECKING:
-    from autokernel.config import KernelConfig
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
     from autokernel.tuning.evaluator import OnTrial
 
 KEPT_STATUSES = frozenset({"success", "failed_correctness", "compile_error", "out_of_resources"})
@@ -264,10 +263,6 @@ def reused_note(note: str | None, measured_at: str) -> str:
 
 
 def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
-    from autokernel.config import KernelConfig
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
-
     fields = dict(data)
     fields["problem"] = Problem(**fields["problem"])
     fields["config"] = None if fields["config"] is None else KernelConfig.from_dict(fields["config"])
@@ -399,8 +394,6 @@ class KeptProposals:
         return getattr(self.strategy, name)
 
     def propose(self, space, history, n: int) -> list:
-        from autokernel.config import KernelConfig
-
         text = json.dumps({
             "strategy": self.strategy.name, "seed": self.seed, "n": n, "problem": space.problem.to_dict(),
             "choices": {k: list(v) for k, v in space.choices.items()}, "smem": space.smem_limit, "tma": space.tma,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from autokernel.config import KernelConfig
-from autokernel.evaluate import Trial
+from autokernel.records import Trial
 from autokernel.records import Problem
 from autokernel.tuning.evaluator import OnTrial, mark_retimed
 from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key

@@ -39,10 +39,9 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from autokernel.records import KernelConfig, Problem, Trial
+
 if TYPE_CHECKING:
-    from autokernel.config import KernelConfig
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
     from autokernel.tuning.evaluator import OnTrial
 
 CandidateFn = Callable[["Problem", "KernelConfig"], "Trial | str | None"]
@@ -115,7 +114,7 @@ def each_candidate(evaluate_fn: CandidateFn, problem: Problem, configs: Sequence
 
 def _raised_trial(problem: Problem, config, exc: Exception) -> Trial:
     """The failed Trial of a task that raised ``exc``."""
-    from autokernel.evaluate import Trial, error_line, failure_status
+    from autokernel.evaluate import error_line, failure_status
     from autokernel.timing import timing_label
 
     return Trial(problem, config, failure_status(exc), timing=timing_label(), error=error_line(exc))
@@ -266,8 +265,6 @@ class WorkerEvaluator:
         the ones to keep and rank by (record them through ``on_trial``). A task that fails
         as a whole (its worker lost, past ``timeout_s`` per config) fails every config,
         noted BATCH_LOST and not "re-timed": no one config's reading, it supersedes none."""
-        from autokernel.evaluate import Trial
-
         configs = list(configs)
         trials: list[Trial | None] = [None] * len(configs)
         final = _finisher(trials, on_trial, retimed=True)
@@ -588,7 +585,6 @@ class _Pool:
 
 def _lost_trial(problem: Problem, config: KernelConfig | None, status: str, error: str) -> Trial:
     """The failed Trial of a candidate whose worker was lost."""
-    from autokernel.evaluate import Trial
     from autokernel.timing import timing_label
 
     return Trial(problem, config, status, timing=timing_label(), error=error, note=WORKER_LOST)
