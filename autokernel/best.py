@@ -432,7 +432,7 @@ def _tuned_shapes(dtype: str, activation: str, device: str) -> tuple[tuple[float
     out = []
     for where, found in _sources(device):
         if found.for_device(device):
-            label = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+            label = _source(where)
             out += [(math.log2(max(e.M, 1)), math.log2(max(e.N, 1)), math.log2(max(e.K, 1)), e.config,
                      f"{label}, {e.M}x{e.N}x{e.K}") for e in found.entries
                     if e.dtype == dtype and e.activation == activation]
@@ -497,39 +497,55 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     limit = runtime.shared_memory_limit()
     mode = dict(tma=tma, bias=bias, store_z=store_z)
     name = runtime.device_name(device)
-    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, name)
+    dt = str(dtype).removeprefix("torch.")
+    found = _exact(m, n, k, dt, activation, bias, layout, name)
     if found is not None:
-        where, config = found
-        source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
-        fitted = fit_config(config, dtype, limit, **mode)
+        fitted = _fitted_entry(found, dtype, limit, mode)
         if fitted is not None:
-            return fitted, source if fitted is config else f"{source}, fitted"
+            return fitted
         try:
-            check_fits(config, dtype, limit, **mode)
+            check_fits(found[1], dtype, limit, **mode)
         except ConfigError as exc:
-            _warn_once(f"{where}: {exc}; using the default config")
+            _warn_once(f"{found[0]}: {exc}; using the default config")
+    default, default_source, ranked = _selection(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    if ranked is not None:
+        return (ranked.config, ranked.source) if ranked.config is not default else (default, default_source)
+    # No model to score with: an entry for this shape in another layout is the best guess.
+    found = _exact(m, n, k, dt, activation, bias, None, name)
+    return (found is not None and _fitted_entry(found, dtype, limit, mode)) or (default, default_source)
 
-    def fits(config: KernelConfig) -> bool:
-        return limit is None or fit_error(config, dtype, limit, tma, bias, store_z) is None
 
+def _source(where: str) -> str:
+    """A tuned file's name in a pick's source: "env" ($AUTOKERNEL_CONFIG) or "shipped"."""
+    return "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
+
+
+def _fitted_entry(found: tuple[str, KernelConfig], dtype: torch.dtype, limit: int | None,
+                  mode: dict) -> tuple[KernelConfig, str] | None:
+    """(config, source) of a tuned entry (``_exact``'s answer) as it fits the call's mode
+    (shrunk where needed, and then said), or None where it cannot be made to fit."""
+    where, config = found
+    fitted = fit_config(config, dtype, limit, **mode)
+    if fitted is None:
+        return None
+    return fitted, _source(where) if fitted is config else f"{_source(where)}, fitted"
+
+
+def _selection(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
+               store_z: bool, tma: bool, layout: str) -> tuple[KernelConfig, str, "select.Choice | None"]:
+    """(default, its source, the selector's choice or None) in the call's mode: the default
+    shrunk to fit it (ConfigError where nothing does), and the selector's ranking of the
+    configs that fit it."""
+    limit = runtime.shared_memory_limit()
+    mode = dict(tma=tma, bias=bias, store_z=store_z)
     config = default_config(m, n, k, dtype)
     default = fit_config(config, dtype, limit, **mode)
     if default is None:
         check_fits(config, dtype, limit, **mode)  # raises: no shrink of the default fits
-    default_source = "default" if default is config else "default, fitted"
-    ranked = choice(m, n, k, dtype, activation, bias, device, tma, fits, (dtype, limit, tma, bias, store_z), default,
-                    lambda config: fit_config(config, dtype, limit, **mode), layout)
-    if ranked is not None:
-        return (ranked.config, ranked.source) if ranked.config is not default else (default, default_source)
-    # No model to score with: an entry for this shape in another layout is the best guess.
-    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, None, name)
-    if found is not None:
-        where, config = found
-        fitted = fit_config(config, dtype, limit, **mode)
-        if fitted is not None:
-            source = "env" if where.startswith(f"${CONFIG_ENV}") else "shipped"
-            return fitted, source if fitted is config else f"{source}, fitted"
-    return default, default_source
+    ranked = choice(m, n, k, dtype, activation, bias, device, tma,
+                    lambda c: limit is None or fit_error(c, dtype, limit, tma, bias, store_z) is None,
+                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode), layout)
+    return default, "default" if default is config else "default, fitted", ranked
 
 
 def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
@@ -537,17 +553,13 @@ def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str,
     """What tuning on first use races for a problem: none where a tuned entry for exactly
     this problem exists (it wins), else the selector's ``count`` best-ranked configs that
     fit the call's mode, with what ``resolve`` picks first and the default among them."""
-    config, source = resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
-    if source.split(",")[0] in ("env", "shipped") and _exact(
-            m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, runtime.device_name(device)):
-        return []
-    limit = runtime.shared_memory_limit()
+    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, runtime.device_name(device))
     mode = dict(tma=tma, bias=bias, store_z=store_z)
-    default = fit_config(default_config(m, n, k, dtype), dtype, limit, **mode)
-    ranked = choice(m, n, k, dtype, activation, bias, device, tma,
-                    lambda c: limit is None or fit_error(c, dtype, limit, tma, bias, store_z) is None,
-                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode), layout)
-    pool = [config] + ([default] if default is not None else [])
+    if found is not None and _fitted_entry(found, dtype, runtime.shared_memory_limit(), mode) is not None:
+        return []
+    config, _ = resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    default, _, ranked = _selection(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    pool = [config, default]
     if ranked is not None:
         pool += [s.config for s in ranked.ranked if s.predicted_us is not None]
     out: list[KernelConfig] = []

@@ -115,18 +115,24 @@ def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, t
     """(waves, K per program, bytes): what the model's constants multiply. ``tma``: whether
     the TMA kernel can take the operands."""
     kind = kernel_kind(config, tma)
-    tiles = _cdiv(m, config.block_m) * _cdiv(n, config.block_n)
+    occ = occupancy(config, dtype) if kind in ("grouped", "splitk") else 1
+    return _terms(config, kind, occ, m, n, k, dtype.itemsize, programs)
+
+
+def _terms(config: KernelConfig, kind: str, occ: int, m: int, n: int, k: int, itemsize: int,
+           programs: int) -> tuple[float, float, float]:
+    """``features`` with the kernel kind and occupancy given (the selector keeps them per
+    candidate: a new shape's pick then costs arithmetic only)."""
     split = config.split_k
-    units = tiles * split
+    units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * split
     k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k
     if kind == "streamk":
         waves = units / programs
     elif kind == "tma":
         waves = float(_cdiv(units, programs))
     else:
-        waves = float(_cdiv(units, programs * occupancy(config, dtype)))
-    elem = dtype.itemsize
-    nbytes = (m * k + k * n + m * n) * elem
+        waves = float(_cdiv(units, programs * occ))
+    nbytes = (m * k + k * n + m * n) * itemsize
     if split > 1:
         nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
     return waves, float(k_per), float(nbytes)
@@ -346,23 +352,10 @@ def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) 
 
 
 def _predict(p: _Prepared, m: int, n: int, k: int, itemsize: int, programs: int) -> float | None:
-    """``features`` and ``Constants.predict_us`` on a prepared candidate, in plain arithmetic."""
+    """The predicted µs of a prepared candidate, None where it has no constants."""
     if p.constants is None:
         return None
-    c = p.config
-    split = c.split_k
-    units = -(-m // c.block_m) * -(-n // c.block_n) * split
-    k_per = -(-(-(-max(k, 1) // split)) // c.block_k) * c.block_k
-    if p.kind == "streamk":
-        waves = units / programs
-    elif p.kind == "tma":
-        waves = float(-(-units // programs))
-    else:
-        waves = float(-(-units // (programs * p.occupancy)))
-    nbytes = (m * k + k * n + m * n) * itemsize
-    if split > 1:
-        nbytes += 2 * m * n * 4 * split
-    return p.constants.predict_us(waves, float(k_per), float(nbytes))
+    return p.constants.predict_us(*_terms(p.config, p.kind, p.occupancy, m, n, k, itemsize, programs))
 
 
 def rows_aligned(k: int, layout: str) -> bool:

@@ -59,7 +59,7 @@ def explain(
                            tuned=best._nearby(m, n, k, problem.dtype, problem.activation, name),
                            aligned=select.rows_aligned(k, layout))
     if exact is not None:
-        winner, source, reason = exact[1], "env" if exact[0].startswith("$") else "shipped", \
+        winner, source, reason = exact[1], best._source(exact[0]), \
             f"a tuned entry for exactly this problem ({exact[0]})"
     else:
         winner, source, reason = choice.config, choice.source, choice.reason
