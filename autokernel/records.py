@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 if TYPE_CHECKING:
     import torch
@@ -154,6 +154,8 @@ _WARPS = (1, 2, 4, 8, 16)
 _STAGES_RANGE = (1, 8)
 _SPLIT_K = (1, 2, 4, 8, 16)
 _EPILOGUE_SUBTILES = (1, 2)
+_RANGES = {"group_m": _GROUP_RANGE, "num_stages": _STAGES_RANGE}
+_CHOICES = {"num_warps": _WARPS, "split_k": _SPLIT_K, "epilogue_subtile": _EPILOGUE_SUBTILES}
 WS_MAX_STAGES = 4
 """The most pipeline stages a warp-specialized config may take: on the H100 (Triton 3.6)
 the TMA kernel warp-specialized at 5 stages left part of C unwritten (128x128x64 and
@@ -229,41 +231,20 @@ class KernelConfig(BaseModel):
             raise ValueError(f"must be a power of two in [{lo}, {hi}], got {v}")
         return v
 
-    @field_validator("group_m")
+    @field_validator("group_m", "num_stages")
     @classmethod
-    def _check_group(cls, v: int) -> int:
-        lo, hi = _GROUP_RANGE
+    def _check_range(cls, v: int, info: ValidationInfo) -> int:
+        lo, hi = _RANGES[info.field_name]
         if not lo <= v <= hi:
             raise ValueError(f"must be in [{lo}, {hi}], got {v}")
         return v
 
-    @field_validator("num_warps")
+    @field_validator("num_warps", "split_k", "epilogue_subtile")
     @classmethod
-    def _check_warps(cls, v: int) -> int:
-        if v not in _WARPS:
-            raise ValueError(f"must be one of {_WARPS}, got {v}")
-        return v
-
-    @field_validator("num_stages")
-    @classmethod
-    def _check_stages(cls, v: int) -> int:
-        lo, hi = _STAGES_RANGE
-        if not lo <= v <= hi:
-            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
-        return v
-
-    @field_validator("split_k")
-    @classmethod
-    def _check_split_k(cls, v: int) -> int:
-        if v not in _SPLIT_K:
-            raise ValueError(f"must be one of {_SPLIT_K}, got {v}")
-        return v
-
-    @field_validator("epilogue_subtile")
-    @classmethod
-    def _check_epilogue_subtile(cls, v: int) -> int:
-        if v not in _EPILOGUE_SUBTILES:
-            raise ValueError(f"must be one of {_EPILOGUE_SUBTILES}, got {v}")
+    def _check_choice(cls, v: int, info: ValidationInfo) -> int:
+        allowed = _CHOICES[info.field_name]
+        if v not in allowed:
+            raise ValueError(f"must be one of {allowed}, got {v}")
         return v
 
     @model_validator(mode="after")
