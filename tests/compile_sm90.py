@@ -69,7 +69,7 @@ def matmul_tma_variants():
             "stride_bias": "i32", "slope": "fp32",
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
-                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=132, WARP_SPECIALIZE=ws,
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, WARP_SPECIALIZE=ws,
                       EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
         sig.update({name: "constexpr" for name in consts})
         name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "

@@ -119,7 +119,7 @@ def test_runs_repeat_bitwise_and_leave_the_locks_at_zero(device):
 @pytest.mark.parametrize("variant", ["grouped", "auto", "tma"])
 def test_dispatch_through_matmul(variant, device):
     """api takes the stream-K kernel for stream_k whatever the variant, on the interpreter's
-    3 programs (matmul_tma._num_sms); K=0 splits nothing and gives act(bias)."""
+    3 programs (launch.persistent_programs); K=0 splits nothing and gives act(bias)."""
     a, b, bias = inputs(40, 50, 70, torch.float16, device, seed=2)  # 12 tiles: no tail on 3
     c = torch.empty((40, 50), dtype=torch.float16, device=device)
     assert isinstance(api._plan_kernel(a, b, c, bias, "none", 0.0, cfg(variant=variant), None), StreamKLaunch)

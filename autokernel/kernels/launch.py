@@ -23,6 +23,7 @@ Under the interpreter every call takes the JIT path.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -65,6 +66,19 @@ def _hooks_quiet(runtime) -> bool:
         return (enter is None or not enter.calls) and (leave is None or not leave.calls)
     except AttributeError:  # a hook that is no chain (a plain callable): let CompiledKernel.run call it
         return False
+
+
+INTERPRETER_PROGRAMS = 3
+"""The persistent kernels' grid under the interpreter: few programs, so their loops over
+tiles are exercised on the CPU too."""
+
+
+@functools.lru_cache(maxsize=None)
+def persistent_programs(device: torch.device) -> int:
+    """One program per SM: the grid of the persistent kernels (TMA, stream-K)."""
+    if device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 _SCRATCH: dict[tuple[int, int], torch.Tensor] = {}

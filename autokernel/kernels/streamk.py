@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch
+from autokernel.kernels.launch import KernelLaunch, persistent_programs
 from autokernel.kernels.matmul import grouped_tile, pointer_kernel_args, tile_acc
 
 
@@ -162,11 +162,9 @@ def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, in
     the TMA kernel); tests set it to place the tail. With ``z``, Z = A @ B + bias too.
     ``split_tail=False`` splits no tile: the same persistent kernel, data-parallel only,
     the baseline that shows what the split itself costs or gains (scripts/streamk_gpu.py)."""
-    from autokernel.kernels.matmul_tma import _num_sms
-
     M, K = a.shape
     N = b.shape[1]
-    programs = programs or _num_sms(c.device)
+    programs = programs or persistent_programs(c.device)
     sk_tiles, iters_per_program = tail_split(M, N, K, config.block_m, config.block_n, config.block_k, programs)
     if not split_tail:
         sk_tiles = 0
