@@ -27,7 +27,6 @@ from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
 from autokernel.kernels.launch import KernelLaunch, persistent_programs
 from autokernel.kernels.matmul import grouped_tile
-from autokernel.kernels.streamk import StreamKLaunch, tail_split
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -78,12 +77,12 @@ def _tile_epilogue(
 
 
 @triton.jit
-def _k_steps(
-    a_desc, b_desc, acc, off_m, off_n, first, steps,
+def _k_loop(
+    a_desc, b_desc, acc, off_m, off_n, k_tiles,
     A_TRANS: tl.constexpr, B_TRANS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
-    """acc + the product of K steps [first, first + steps) of the tile at (off_m, off_n)."""
-    for ki in range(first, first + steps):
+    """acc + the tile at (off_m, off_n) of A @ B, over k_tiles steps of BLOCK_K."""
+    for ki in range(k_tiles):
         off_k = ki * BLOCK_K
         if A_TRANS:
             a = a_desc.load([off_k, off_m]).T
@@ -158,82 +157,7 @@ def _matmul_tma_kernel(
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_steps(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-        _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                       slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
-
-
-@triton.jit
-def _matmul_tma_streamk_kernel(
-    a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr, ws_ptr, locks_ptr,
-    M, N, K,
-    stride_a, stride_b, stride_c, stride_zm, stride_zn, stride_bias,
-    slope, sk_tiles, iters_per_program,
-    HAS_BIAS: tl.constexpr,
-    STORE_Z: tl.constexpr,
-    ACTIVATION: tl.constexpr,
-    A_TRANS: tl.constexpr,
-    B_TRANS: tl.constexpr,
-    UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    NUM_PROGRAMS: tl.constexpr,
-    EPILOGUE_SUBTILE: tl.constexpr,
-):
-    """The TMA kernel with the data-parallel + stream-K hybrid of kernels/streamk.py: the
-    tail wave's ``sk_tiles`` tiles have their K steps cut into one contiguous range per
-    program (a range touches at most two tiles); the program that runs a tile's last step
-    owns it and adds the others' fp32 partials, in program order, before the epilogue.
-    Then the whole tiles, one program after another."""
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, A_TRANS,
-                                          B_TRANS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_N // EPILOGUE_SUBTILE)
-    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    pid = tl.program_id(0)
-    slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    start = pid * iters_per_program
-    end = tl.minimum(start + iters_per_program, sk_tiles * k_tiles)
-    if start < end:
-        last_tile = (end - 1) // k_tiles
-        owned_end = end
-        if end % k_tiles != 0:
-            # The head of last_tile, owned by a later program: a partial to the workspace.
-            head = tl.maximum(start, last_tile * k_tiles)
-            pid_m, pid_n = grouped_tile(last_tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            acc = _k_steps(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, head - last_tile * k_tiles,
-                           end - head, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-            tl.store(ws_ptr + pid * (BLOCK_M * BLOCK_N) + slot, acc)
-            tl.debug_barrier()  # every thread's part of the tile is stored before the count
-            tl.atomic_add(locks_ptr + last_tile, 1, sem="release")
-            owned_end = head
-        # The tile (at most one) whose last step lies in [start, owned_end).
-        for tile in range(start // k_tiles, owned_end // k_tiles):
-            seg = tl.maximum(start, tile * k_tiles)
-            pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            acc = _k_steps(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, seg - tile * k_tiles,
-                           (tile + 1) * k_tiles - seg, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-            first_helper = (tile * k_tiles) // iters_per_program
-            if first_helper < pid:
-                while tl.atomic_add(locks_ptr + tile, 0, sem="acquire") < pid - first_helper:
-                    pass
-                tl.debug_barrier()
-                for helper in range(first_helper, pid):
-                    # .cg: read from L2, where the helper's stores are, never a stale L1 line.
-                    acc += tl.load(ws_ptr + helper * (BLOCK_M * BLOCK_N) + slot, cache_modifier=".cg")
-                tl.atomic_xchg(locks_ptr + tile, 0)  # ready for the next launch
-            _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_zm,
-                           stride_zn, stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N,
-                           EPILOGUE_SUBTILE)
-    for tile_id in tl.range(sk_tiles + pid, num_tiles, NUM_PROGRAMS):
-        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_steps(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
+        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
         _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
 
@@ -269,41 +193,34 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     """The persistent TMA kernel's launch for operands laid out like these, called as
     ``launch(a, b, c, bias or c, z or c)``; ``operands`` from tma_operands(a, b, c). With
     ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too. ``programs``:
-    the persistent grid, by default one program per SM. ``config.stream_k`` takes the
-    stream-K kernel where the tiles leave a partial last wave (else the plain one)."""
+    the persistent grid, by default one program per SM."""
     (a_view, a_trans), (b_view, b_trans) = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     programs = programs or persistent_programs(c.device)
     zz = z if z is not None else c
-    scalars = (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
-               bias.stride(0) if bias is not None else 0, float(slope))
-    constexprs = dict(
-        HAS_BIAS=bias is not None,
-        STORE_Z=z is not None,
-        ACTIVATION=activation,
-        A_TRANS=a_trans,
-        B_TRANS=b_trans,
-        UPCAST=interpret and a.dtype == torch.bfloat16,
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        GROUP_M=config.group_m,
-        NUM_PROGRAMS=programs,
-    )
-    options = dict(num_warps=config.num_warps, num_stages=config.num_stages)
-    sk_tiles, iters_per_program = tail_split(M, N, K, bm, bn, bk, programs) if config.stream_k else (0, 0)
-    if sk_tiles:
-        kernel = KernelLaunch(_matmul_tma_streamk_kernel, (programs,), (*scalars, sk_tiles, iters_per_program),
-                              {**constexprs, "EPILOGUE_SUBTILE": config.epilogue_subtile}, options, c.device,
-                              interpret)
-        return StreamKLaunch(kernel, (programs, bm, bn), sk_tiles)
     return KernelLaunch(
         _matmul_tma_kernel,
         (min(programs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
-        scalars,
-        dict(**constexprs, WARP_SPECIALIZE=config.warp_specialize, EPILOGUE_SUBTILE=config.epilogue_subtile,
-             FLATTEN=config.flatten),
-        options, c.device, interpret,
+        (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
+         bias.stride(0) if bias is not None else 0, float(slope)),
+        dict(
+            HAS_BIAS=bias is not None,
+            STORE_Z=z is not None,
+            ACTIVATION=activation,
+            A_TRANS=a_trans,
+            B_TRANS=b_trans,
+            UPCAST=interpret and a.dtype == torch.bfloat16,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            GROUP_M=config.group_m,
+            NUM_PROGRAMS=programs,
+            WARP_SPECIALIZE=config.warp_specialize,
+            EPILOGUE_SUBTILE=config.epilogue_subtile,
+            FLATTEN=config.flatten,
+        ),
+        dict(num_warps=config.num_warps, num_stages=config.num_stages),
+        c.device, interpret,
     )
