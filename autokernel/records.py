@@ -278,6 +278,14 @@ class KernelConfig(BaseModel):
             )
         return self
 
+    def on_variant(self, variant: str) -> "KernelConfig":
+        """This config with ``variant``, the TMA kernel's options dropped where that is
+        "grouped", which has none of them."""
+        update: dict[str, Any] = {"variant": variant}
+        if variant == "grouped":
+            update.update(warp_specialize=False, epilogue_subtile=1, flatten=False)
+        return self.model_copy(update=update)
+
     def tma_options(self) -> bool:
         """Whether any option of the TMA kernel differs from its default."""
         return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten

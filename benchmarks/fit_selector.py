@@ -46,14 +46,29 @@ def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict
     r0 = rows[0]
     dtype = torch_dtype(r0["dtype"])
     tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
-    measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
+    exact = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
+    same_kernel = {ran_as(c, tma): r for c, r in exact.items()}
+
+    def measured(config: KernelConfig) -> dict | None:
+        # A config the sweep did not time as such may have run as one it did: "auto" is
+        # the TMA kernel where that runs, and the pointer kernel ignores the TMA options.
+        return exact.get(config) or same_kernel.get(ran_as(config, tma))
+
     default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
     tuned = best._nearby(r0["m"], r0["n"], r0["k"], r0["dtype"], r0.get("activation", "none"), r0["device"])
     choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default, tuned=tuned,
-                           fits=lambda c: c in measured, margin=margin,
+                           fits=lambda c: measured(c) is not None, margin=margin,
                            aligned=select.rows_aligned(r0["k"], r0["layout"]))
     cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
-    return measured[choice.config], measured[default], cublas, choice
+    return measured(choice.config), measured(default), cublas, choice
+
+
+def ran_as(config: KernelConfig, tma: bool) -> KernelConfig:
+    """The config as the kernel that ran it sees it (``tma``: whether the TMA kernel could
+    take the operands): two configs with the same ``ran_as`` launched the same kernel."""
+    if config.split_k > 1 or config.stream_k:
+        return config.model_copy(update={"variant": "grouped"})
+    return config.on_variant("tma" if config.variant != "grouped" and tma else "grouped")
 
 
 def judge(model: select.Model, key: tuple, rows: list[dict], margin: float) -> tuple:

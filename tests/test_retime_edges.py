@@ -151,8 +151,7 @@ def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
     df = pd.DataFrame(rows)
     seeds = loop.prior_configs(problem, space, df, device="H100", timing="gpu", limit=2)
     default = loop.space_default(problem, space)
-    assert seeds[:3] == [default, default.model_copy(update={"variant": "grouped"}),
-                         default.model_copy(update={"flatten": True})]
+    assert seeds[:3] == [default, default.on_variant("grouped"), default.model_copy(update={"flatten": False})]
     assert len(seeds) == 5  # still `limit` configs from the history
 
 
@@ -179,7 +178,7 @@ def test_tma_configs_only_where_descriptors_can_be_made(m, n, k, layout, aligned
     assert (space.why_invalid(tma) is None or "16 bytes" not in space.why_invalid(tma)) == aligned
     seeds = loop.prior_configs(problem, space, None, device="x", timing="gpu")
     assert [(c.variant, c.flatten) for c in seeds] == (
-        [("tma", False), ("grouped", False), ("tma", True)] if aligned else [("grouped", False)])
+        [("tma", True), ("grouped", False), ("tma", False)] if aligned else [("grouped", False)])
 
 
 def test_prior_configs_count_only_history_configs_the_space_takes():

@@ -126,7 +126,8 @@ def test_race_roles_label_and_deduplicate(sbs):
     assert len(roles) == len({config_key(c) for c, _ in roles.values()})
     labels = {config.short(): role for config, role in roles.values()}
     assert labels["128x256x64 g8 w8 s3 tma st2"] == ["winner", "sweep#1+epilogue_subtile=2"]
-    assert labels["128x256x64 g8 w8 s3 tma"] == ["sweep#1", "default", "winner+epilogue_subtile=1"]
+    assert labels["128x256x64 g8 w8 s3 tma"] == ["sweep#1", "winner+epilogue_subtile=1"]
+    assert labels["128x256x64 g8 w8 s3 tma fl"] == ["default", "winner+epilogue_subtile=1+flatten", "sweep#1+flatten"]
     assert labels["128x256x64 g16 w8 s3 tma fl"] == ["sweep#2+flatten"]
     assert "128x256x64 g8 w8 s4 grouped" in labels  # sweep#3 races, its variants not (neighbour_top=2)
     assert not any(role.startswith("sweep#3+") for role in sum(labels.values(), []))

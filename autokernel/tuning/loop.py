@@ -349,7 +349,7 @@ def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
         from autokernel.tuning.space import why_no_tma
 
         tma = space.tma and why_no_tma(problem) is None
-        default = default.model_copy(update={"variant": "tma" if tma else "grouped"})
+        default = default.on_variant("tma" if tma else "grouped")
     return default
 
 
@@ -366,7 +366,8 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit), its tile on the other kernel where the space has both
     (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
-    2048³ on the H100, TMA at most larger ones) and on the TMA kernel flattened, and the
+    2048³ on the H100, TMA at most larger ones) and on the TMA kernel with its loops
+    flattened if the default's are not and the other way round, and the
     best configs of the nearest other problems of the same dtype in the history, on this
     device; and where the TMA tile's tiles fill the persistent grid's last wave poorly, the
     tile half as tall (half_height_tile). Only those the space accepts."""
@@ -376,12 +377,13 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     default = space_default(problem, space)
     base = [default]
     if space.tma and default.variant in ("tma", "grouped"):
-        base.append(default.model_copy(update={"variant": "grouped" if default.variant == "tma" else "tma"}))
-        # The TMA tile with its loops flattened: 22 of the 24 TMA entries above M = 128 in
-        # the H100's tuned file (autokernel/configs/) chose it, and on an H200 the best
-        # config of 3 of the 4 tuning-target shapes was flattened (docs/tuning.md).
+        base.append(default.on_variant("grouped" if default.variant == "tma" else "tma"))
+        # The TMA tile with its loops flattened or not, whichever the default is not: the
+        # default flattens (config.default_config), which 22 of the 24 TMA entries above
+        # M = 128 in the H100's tuned file (autokernel/configs/) chose too, and on an H200
+        # the best config of 3 of the 4 tuning-target shapes (docs/tuning.md).
         tma = base[0] if default.variant == "tma" else base[1]
-        base.append(tma.model_copy(update={"flatten": True}))
+        base.append(tma.model_copy(update={"flatten": not tma.flatten}))
         base.extend(_wave_priors(problem, space, default))
     out: list[KernelConfig] = []
 
