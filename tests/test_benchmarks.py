@@ -57,3 +57,21 @@ def test_fuzz_runs_and_passes_on_the_interpreter():
 def test_select_sweep_needs_a_gpu():
     proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull)
     assert proc.returncode == 2 and "GPU" in proc.stderr
+
+
+def test_code_stats_counts_the_tree_and_a_revision(tmp_path):
+    proc = _run(str(BENCH / "code_stats.py"), "--top", "3")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line and line.split()[0] in
+            {"records", "kernels", "cli", "autokernel/", "tests/", "benchmarks/"}}
+    assert set(rows) == {"records", "kernels", "cli", "autokernel/", "tests/", "benchmarks/"}
+    files, n_lines = int(rows["autokernel/"][0]), int(rows["autokernel/"][1])
+    assert files > 40 and n_lines > 5000
+    assert int(rows["records"][1]) < n_lines
+    largest = lines[lines.index("largest functions (lines), top 3:") + 1:][:3]
+    assert len(largest) == 3 and all(line.split()[1].startswith("autokernel/") for line in largest)
+    assert int(largest[0].split()[0]) >= int(largest[2].split()[0])
+    head = _run(str(BENCH / "code_stats.py"), "--rev", "HEAD", "--top", "1")
+    assert head.returncode == 0, head.stderr
+    assert head.stdout.splitlines()[0] == lines[0]
