@@ -4,9 +4,9 @@
     python3 benchmarks/code_stats.py --rev 3f104b7   # a commit (read with git show; nothing checked out)
     python3 benchmarks/code_stats.py --top 15        # more of the largest functions
 
-Lines are physical lines of .py files (and of .sh files under scripts/ and benchmarks/). The package's modules are grouped by layer (LAYERS,
-bottom first; a module no layer names is counted under "other"); scripts/, benchmarks/ and
-tests/ are counted as a whole. An import inside a function counts once wherever it nests;
+Lines are physical lines of .py files (and of .sh files outside the package). The package's
+modules are grouped by layer (LAYERS, bottom first; a module no layer names is counted under
+"other"); scripts/ (where a revision has it), benchmarks/ and tests/ are counted as a whole. An import inside a function counts once wherever it nests;
 "own" ones import autokernel (absolute or relative). Standard library only, so that it runs
 on any checkout, old ones included.
 """

@@ -104,15 +104,3 @@ def synthetic_sweep(path, shapes=(BIG_SHAPE, (1024, 4096, 4096))) -> None:
         rows.append(make_row("tune", p, None, status="success", run_id="sweep", timing="gpu", device="Synthetic GPU",
                              kernel="torch", ms=0.19))
     History(path).append_many(rows)
-
-
-def load_script(name: str):
-    """scripts/<name>.py as a module (the scripts are no package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -75,3 +75,27 @@ def test_code_stats_counts_the_tree_and_a_revision(tmp_path):
     head = _run(str(BENCH / "code_stats.py"), "--rev", "HEAD", "--top", "1")
     assert head.returncode == 0, head.stderr
     assert head.stdout.splitlines()[0] == lines[0]
+
+
+def test_kernel_variants_runs_every_family_under_the_interpreter(tmp_path):
+    out = tmp_path / "variants.jsonl"
+    proc = _run(str(BENCH / "kernel_variants.py"), "--shapes", "16 16 16 float16", "--out", str(out), "--timeout", "200")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["family"] for r in rows} == {"base", "subtile", "ws", "flatten", "cublas"}
+    assert all(r["status"] == "success" and r["ms"] > 0 for r in rows), [r for r in rows if r["status"] != "success"]
+    assert "| 16 16 16 float16 | cublas | cuBLAS |" in proc.stdout
+
+
+def test_tuner_quality_replays_the_recorded_sweep():
+    proc = _run(str(BENCH / "tuner_quality.py"), str(ROOT / "tests" / "data" / "sweep_h100.csv"),
+                "--seeds", "1", "--budget", "8", "--strategies", "grid,random")
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]
+    assert len(table) == 4 and table[0].startswith("| 4096x4096x4096 float16 | 570 |")
+    assert all(len(line.split("|")) == 6 for line in table)  # problem, configs, grid, random
+
+
+def test_launch_overhead_needs_a_gpu():
+    proc = _run(str(BENCH / "launch_overhead.py"), "--sections", "host")
+    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr

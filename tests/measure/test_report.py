@@ -1,5 +1,5 @@
-"""`autokernel report` on a small synthetic results file, bad inputs, and scripts/benchmark_suite.py's
-host logic under the interpreter.
+"""`autokernel report` on a small synthetic results file and bad inputs (benchmarks/suite.py,
+which writes such files, has its smoke tests in tests/benchmarks/test_suite.py).
 
 The results built here are SYNTHETIC (hand-picked times, device "... (synthetic)"): they test the
 arithmetic and the rendering, and must never be committed as benchmark figures.
@@ -14,18 +14,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from autokernel import runtime
 from autokernel.cli import app
 from autokernel.evaluate import Trial
 from autokernel.records import Problem
 from autokernel.report import build_report, evaluate_targets, group, read_results, result_row
-from tests.helpers import load_script, one_error_line
+from tests.helpers import one_error_line
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "NVIDIA H100 80GB HBM3 (synthetic)"
 COPY_GBS = 3000.0
-CMD = "python3 scripts/benchmark_suite.py --out synthetic.jsonl"
+CMD = "python3 benchmarks/suite.py --out synthetic.jsonl"
 
 SQ = Problem(4096, 4096, 4096, "float16")
 BIG = Problem(8192, 8192, 8192, "bfloat16")
@@ -175,89 +174,6 @@ def test_unwritable_output_is_one_line(results, tmp_path):
     assert "cannot write the report" in one_error_line(result, 2)
 
 
-# --- scripts/benchmark_suite.py under the interpreter -----------------------------------------
-
-def _suite_script():
-    return load_script("benchmark_suite")
-
-
-@pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU test: kernels run under the interpreter")
-def test_benchmark_suite_interpreted_rows_and_report(tmp_path, monkeypatch, capsys):
-    suite = tmp_path / "tiny.csv"
-    suite.write_text("M,N,K,dtype,activation,bias,layout\n32,16,32,float16,none,false,nn\n"
-                     "16,32,16,float32,relu,true,nt\n")
-    out = tmp_path / "out.jsonl"
-    script = _suite_script()
-    import autokernel.evaluate as ev
-
-    real = ev.evaluate_torch
-
-    def flaky(problem, kernel="torch", **kw):  # the cuBLASLt baseline fails: a row, not the end
-        if kernel == "cublaslt":
-            raise RuntimeError("synthetic failure")
-        return real(problem, kernel, **kw)
-
-    monkeypatch.setattr(ev, "evaluate_torch", flaky)
-    assert script.main([str(suite), "--out", str(out), "--interpret"]) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["M"], r["impl"], r["status"]) for r in rows] == [
-        (32, "triton", "success"), (32, "cublas", "success"),
-        (16, "triton", "success"), (16, "eager", "success"), (16, "cublaslt", "runtime_error")]
-    assert rows[-1]["error"] == "RuntimeError: synthetic failure"
-    assert {r["timing"] for r in rows} == {"interpreter"} and all(r["gpu_ms"] is None for r in rows)
-    assert rows[0]["config_source"] == "default" and rows[0]["config"]["block_m"] > 0
-    assert rows[0]["command"].startswith("python3 scripts/benchmark_suite.py ")
-    assert all(r["ms"] > 0 and r["tflops"] > 0 for r in rows if r["status"] == "success")
-    assert "speedup (wall)" in capsys.readouterr().out
-
-    # The file exists now: refused without --append, nothing lost; a bad suite file costs no run.
-    before = out.read_text()
-    assert script.main([str(suite), "--out", str(out), "--interpret"]) == 2
-    bad = tmp_path / "bad.csv"
-    bad.write_text("M,N\n1,2\n")
-    assert script.main([str(bad), "--out", str(tmp_path / "new.jsonl"), "--interpret"]) == 2
-    assert out.read_text() == before and not (tmp_path / "new.jsonl").exists()
-    assert "missing K" in capsys.readouterr().err
-
-    # --resume measures only what is missing: here the relu problem, whose last row is dropped.
-    out.write_text("\n".join(before.splitlines()[:-1]) + "\n")
-    assert script.main([str(suite), "--out", str(out), "--interpret", "--resume"]) == 0
-    again = [json.loads(line) for line in out.read_text().splitlines()[4:]]
-    assert [(r["M"], r["impl"]) for r in again] == [(16, "triton"), (16, "eager"), (16, "cublaslt")]
-    assert "1 problems already measured" in capsys.readouterr().out
-
-    result = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "B.md"), "--plots-dir", str(tmp_path / "img")])
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "img" / "tiny.png").is_file()
-    assert "runtime_error" in (tmp_path / "B.md").read_text()
-
-
-@pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU test: kernels run under the interpreter")
-def test_benchmark_suite_times_the_default_beside_a_tuned_config(tmp_path, monkeypatch):
-    from autokernel import best
-    from autokernel.config import KernelConfig
-    from tests.helpers import write_best
-
-    tuned = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
-    config_file = tmp_path / "best.json"
-    write_best(config_file, {"M": 32, "N": 16, "K": 32, "config": tuned.model_dump()})
-    monkeypatch.setenv(best.CONFIG_ENV, str(config_file))
-    best.clear_cache()
-    suite = tmp_path / "tiny.csv"
-    suite.write_text("M,N,K,dtype\n32,16,32,float16\n32,16,32,float32\n")
-    out = tmp_path / "out.jsonl"
-    try:
-        assert _suite_script().main([str(suite), "--out", str(out), "--interpret"]) == 0
-    finally:
-        best.clear_cache()
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["dtype"], r["impl"], r["config_source"]) for r in rows] == [
-        ("float16", "triton", "lookup"), ("float16", "triton_default", "default"), ("float16", "cublas", None),
-        ("float32", "triton", "default"), ("float32", "cublas", None)]  # no fp32 entry: the default alone
-    assert rows[0]["config"] == tuned.model_dump() and rows[1]["config"] != rows[0]["config"]
-    assert all(r["status"] == "success" for r in rows)
-
-
 def test_shipped_suites_read():
     from autokernel.tuning.shapes import read_shapes
 
@@ -271,39 +187,39 @@ def test_shipped_suites_read():
         assert {p.dtype for p in problems} == {"float16", "bfloat16"}
 
 
-def test_benchmark_suite_races_the_successful_implementations(monkeypatch, capsys):
-    """--race: evaluate.race_trials gives every implementation measured with a GPU time its
-    side-by-side reading; a failed race keeps the separate readings and says so."""
+def test_race_trials_gives_the_successful_implementations_one_reading(monkeypatch):
+    """evaluate.race_trials (the suite's --race): every implementation measured with a GPU
+    time gets its side-by-side reading; a failed race propagates and changes nothing."""
     from autokernel.config import KernelConfig
+    from autokernel.evaluate import race_trials
 
-    suite = _suite_script()
     problem = Problem(64, 64, 64, "float16", "relu", bias=True)
     config = KernelConfig(block_m=32, block_n=32, block_k=32, num_warps=4)
 
     def measured():
-        return [("triton", Trial(problem, config, "success", gpu_ms=1.0, ms=1.5), "lookup"),
-                ("eager", Trial(problem, None, "success", kernel="torch", gpu_ms=2.0, ms=2.5), None),
-                ("cublaslt", Trial(problem, None, "runtime_error", kernel="cublaslt", error="x"), None),
-                ("max_autotune", Trial(problem, None, "success", kernel="torch_compile", gpu_ms=3.0, ms=3.5), None)]
+        return [Trial(problem, config, "success", gpu_ms=1.0, ms=1.5),
+                Trial(problem, None, "success", kernel="torch", gpu_ms=2.0, ms=2.5),
+                Trial(problem, None, "runtime_error", kernel="cublaslt", error="x"),
+                Trial(problem, None, "success", kernel="torch_compile", gpu_ms=3.0, ms=3.5)]
 
     asked = []
     monkeypatch.setattr("autokernel.evaluate.timing_label", lambda: "gpu")
     monkeypatch.setattr("autokernel.evaluate.race_call",
                         lambda p, kernel="triton", cfg=None, **_: asked.append((kernel, cfg)) or kernel)
     monkeypatch.setattr("autokernel.evaluate.race", lambda fns: [10.0 * (i + 1) for i in range(len(fns))])
-    rows = measured()
-    assert suite.race_gpu_ms(problem, rows) == suite.RACE_TIMER
+    trials = measured()
+    assert race_trials(problem, trials) is True
     assert asked == [("triton", config), ("torch", None), ("torch_compile", None)]
-    assert [t.gpu_ms for _, t, _ in rows] == [10.0, 20.0, None, 30.0]
+    assert [t.gpu_ms for t in trials] == [10.0, 20.0, None, 30.0]
 
     def broken(fns):
         raise RuntimeError("capture failed")
 
     monkeypatch.setattr("autokernel.evaluate.race", broken)
-    rows = measured()
-    assert suite.race_gpu_ms(problem, rows) is None
-    assert [t.gpu_ms for _, t, _ in rows] == [1.0, 2.0, None, 3.0]
-    assert "side-by-side timing failed (RuntimeError: capture failed)" in capsys.readouterr().err
+    trials = measured()
+    with pytest.raises(RuntimeError, match="capture failed"):
+        race_trials(problem, trials)
+    assert [t.gpu_ms for t in trials] == [1.0, 2.0, None, 3.0]
 
 
 def test_decode_ceiling_is_copy_bandwidth_over_cublas(results, tmp_path):

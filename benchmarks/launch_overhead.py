@@ -4,14 +4,14 @@
    Triton's JIT, later calls through the cached launcher), every variant;
 2. wall time per call of back-to-back calls (host-bound when the GPU work is small)
    at 256^3: torch vs autokernel.matmul (default, grouped, tma) and autokernel.linear;
-3. the issue's shapes: wall time per call and GPU time per call (CUDA-graph replay of
+3. three Linear shapes (1024x4096x4096, 2048x2048x1024, a 16-row decode): wall time per call and GPU time per call (CUDA-graph replay of
    the same call, so no launch gaps) for cuBLAS, torch linear + bias + gelu, and ours;
 4. a training step at 256^3 against torch autograd, and where our step's host time goes;
 5. torch.compile: graph breaks, and eager / compiled / reduce-overhead per call for a
    two-layer model on autokernel layers and its torch twin;
 6. "ratios": the training step and the 256^3 calls in interleaved rounds (median ratios),
    the figures to compare when the host's speed drifts.
-Run on the device: source scripts/device_env.sh; python3 scripts/launch_overhead.py
+Run on the device: source benchmarks/device_env.sh; python3 benchmarks/launch_overhead.py
 [--sections correctness,ratios,host,shapes,training,compile] [--before PACKAGE]. With
 --before, an older version importable as PACKAGE (a copy of autokernel/ with every
 `autokernel` name renamed) is measured too, in one process: each section first with it,
@@ -19,11 +19,13 @@ then with this checkout (rows labelled "before"/"after"); "ratios" interleaves t
 """
 import argparse
 import os
+import sys
 import time
 import traceback
 
 import torch
 import torch.nn.functional as F
+import triton
 
 import autokernel as ak
 from autokernel import api, autograd
@@ -444,15 +446,16 @@ def section_compile():
                 row("compile training step, 1 block", name, wall_us(lambda: fn(xg).backward(), 300))
 
 
-if __name__ == "__main__":
-    import triton
-
+def main(argv: list[str] | None = None) -> int:
     sections = {"correctness": section_correctness, "ratios": section_ratios, "host": section_host_256,
                 "shapes": section_shapes, "training": section_training, "compile": section_compile}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default=",".join(sections), help="comma-separated, of: " + ", ".join(sections))
     parser.add_argument("--before", help="package name of an older autokernel to measure beside this one")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("launch_overhead.py needs a CUDA GPU: it times the launch path on the device", file=sys.stderr)
+        return 2
     versions = [(args.before, "before "), ("autokernel", "after ")] if args.before else [("autokernel", "")]
     print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
     for name in args.sections.split(","):
@@ -476,3 +479,8 @@ if __name__ == "__main__":
         with open(os.path.join(out, os.environ.get("TSV_NAME", "launch_overhead.tsv")), "w") as f:
             for r in RESULTS:
                 f.write("\t".join(map(str, r)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """Measure the public shape suite (configs/shapes/) side by side, one process, into a results
 file for `autokernel report`. Usage, on the GPU machine:
 
-    python3 scripts/benchmark_suite.py --out results/suite.jsonl            # squares, llm, decode
-    python3 scripts/benchmark_suite.py configs/shapes/fused.csv --out results/suite.jsonl --append --compile
+    python3 benchmarks/suite.py --out results/suite.jsonl            # squares, llm, decode
+    python3 benchmarks/suite.py configs/shapes/fused.csv --out results/suite.jsonl --append --compile
     autokernel report results/suite.jsonl                                   # docs/BENCHMARKS.md
 
 Per problem of each shapes file: Triton with the config autokernel.matmul picks by itself
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{runtime.device_name()}: device copy {copy_gbs:.0f} GB/s", flush=True)
         except Exception as exc:  # the suite is still worth measuring; the report says "not measured"
             print(f"warning: copy bandwidth not measured: {error_line(exc)}", file=sys.stderr)
-    command = shlex.join(["python3", "scripts/benchmark_suite.py", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python3", "benchmarks/suite.py", *(sys.argv[1:] if argv is None else argv)])
     run_id = new_run_id()
     start = time.monotonic()
     rows, skipped, resumed = [], 0, 0

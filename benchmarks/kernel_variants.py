@@ -9,7 +9,7 @@ The compiled kernel's warp count and shared memory are read back, so a warp-spec
 build (more warps than num_warps) shows. Ratios are cuBLAS time / our time: above 1 is
 faster than cuBLAS.
 
-Run on the device: source scripts/device_env.sh; python3 scripts/kernel_variants.py --out $OUT/kernel_variants.jsonl
+Run on the device: source benchmarks/device_env.sh; python3 benchmarks/kernel_variants.py --out $OUT/kernel_variants.jsonl
 """
 
 from __future__ import annotations
