@@ -1,4 +1,4 @@
-"""Benchmark results of the shape suite: the file scripts/benchmark_suite.py writes, and the
+"""Benchmark results of the shape suite: the file benchmarks/suite.py writes, and the
 report (docs/BENCHMARKS.md and its charts) that ``autokernel report`` makes from it.
 
 A results file is JSON lines, one object per (problem, implementation) measured: the
@@ -125,7 +125,7 @@ def _json_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
                 torn.append(i)
                 continue
             raise ValueError(f"{path} line {i} is not JSON ({exc.msg}): is it a results file of "
-                             f"scripts/benchmark_suite.py or benchmarks/select_sweep.py?") from None
+                             f"benchmarks/suite.py or benchmarks/select_sweep.py?") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path} line {i} is not a JSON object")
         rows.append((i, row))
@@ -144,7 +144,7 @@ def is_selector_file(rows: list[dict[str, Any]]) -> bool:
 
 
 def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
-    """The rows of a results file of scripts/benchmark_suite.py; ValueError (one line naming
+    """The rows of a results file of benchmarks/suite.py; ValueError (one line naming
     the file and line) for a file that is missing, unreadable, not JSON lines, lacks a required
     field or names an unknown implementation or an invalid problem. A row cut short is skipped
     with one warning. ``numbered``: the file's (line number, object) pairs, already read."""
@@ -154,7 +154,7 @@ def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | 
         missing = [f for f in REQUIRED if f not in row]
         if missing:
             raise ValueError(f"{path} line {i} lacks {', '.join(missing)}: not a results file of "
-                             f"scripts/benchmark_suite.py")
+                             f"benchmarks/suite.py")
         if row["impl"] not in IMPLEMENTATIONS:
             raise ValueError(f"{path} line {i}: unknown implementation {row['impl']!r}")
         if not isinstance(row["bias"], bool):

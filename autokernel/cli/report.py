@@ -13,7 +13,7 @@ from autokernel.cli._common import console, err_console, fail, warn
 
 def report(
     results: Annotated[str, typer.Argument(metavar="RESULTS",
-                                           help="A results file (JSON lines) of scripts/benchmark_suite.py, or a "
+                                           help="A results file (JSON lines) of benchmarks/suite.py, or a "
                                                 "selector check of benchmarks/select_sweep.py.")],
     output: Annotated[str | None, typer.Option(
         "--output", "-o", help="The markdown file to (re)write, e.g. docs/BENCHMARKS.md (default: stdout).")] = None,

@@ -1,0 +1,101 @@
+"""Smoke tests of the maintained entry points in benchmarks/: each runs, on the CPU, on a little data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autokernel.tuning.shapes import read_shapes
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+
+
+def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def test_broad_suite_writes_the_shipped_suite(tmp_path):
+    proc = _run(str(BENCH / "broad_suite.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (ROOT / "configs" / "shapes" / "broad.csv").read_text()
+    path = tmp_path / "broad.csv"
+    path.write_text(proc.stdout)
+    problems = read_shapes(path)
+    assert len(problems) >= 150 and {p.dtype for p in problems} == {"float16", "bfloat16"}
+    assert {1, 16, 64, 128, 512, 1024, 2048, 4096, 8192} <= {p.m for p in problems}
+
+
+def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
+    rows = [json.loads(line) for line in (BENCH / "results" / "select_sweep_h100.jsonl").read_text().splitlines()]
+    few = [r for r in rows if r["index"] < 24]
+    sweep = tmp_path / "sweep.jsonl"
+    sweep.write_text("".join(json.dumps(r) + "\n" for r in few))
+    out = tmp_path / "model.json"
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "24 shapes, 2-fold cross-validation" in proc.stdout and "pick / best measured" in proc.stdout
+    from autokernel import select
+
+    model = select.Model.from_json(out.read_text())
+    assert model.device == "NVIDIA H100 80GB HBM3" and len(model.constants) > 5
+
+
+def test_fuzz_runs_and_passes_on_the_interpreter():
+    pytest.importorskip("triton")
+    proc = _run(str(BENCH / "fuzz.py"), "--cases", "6", "--seed", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ", 0 failed" in proc.stdout and "edge cases" in proc.stdout, proc.stdout
+
+
+def test_select_sweep_needs_a_gpu():
+    proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull)
+    assert proc.returncode == 2 and "GPU" in proc.stderr
+
+
+def test_code_stats_counts_the_tree_and_a_revision(tmp_path):
+    proc = _run(str(BENCH / "code_stats.py"), "--top", "3")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line and line.split()[0] in
+            {"records", "kernels", "cli", "autokernel/", "tests/", "benchmarks/"}}
+    assert set(rows) == {"records", "kernels", "cli", "autokernel/", "tests/", "benchmarks/"}
+    files, n_lines = int(rows["autokernel/"][0]), int(rows["autokernel/"][1])
+    assert files > 40 and n_lines > 5000
+    assert int(rows["records"][1]) < n_lines
+    largest = lines[lines.index("largest functions (lines), top 3:") + 1:][:3]
+    assert len(largest) == 3 and all(line.split()[1].startswith("autokernel/") for line in largest)
+    assert int(largest[0].split()[0]) >= int(largest[2].split()[0])
+    head = _run(str(BENCH / "code_stats.py"), "--rev", "HEAD", "--top", "1")
+    assert head.returncode == 0, head.stderr
+    assert head.stdout.splitlines()[0] == lines[0]
+
+
+def test_kernel_variants_runs_every_family_under_the_interpreter(tmp_path):
+    out = tmp_path / "variants.jsonl"
+    proc = _run(str(BENCH / "kernel_variants.py"), "--shapes", "16 16 16 float16", "--out", str(out), "--timeout", "200")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["family"] for r in rows} == {"base", "subtile", "ws", "flatten", "cublas"}
+    assert all(r["status"] == "success" and r["ms"] > 0 for r in rows), [r for r in rows if r["status"] != "success"]
+    assert "| 16 16 16 float16 | cublas | cuBLAS |" in proc.stdout
+
+
+def test_tuner_quality_replays_the_recorded_sweep():
+    proc = _run(str(BENCH / "tuner_quality.py"), str(ROOT / "tests" / "data" / "sweep_h100.csv"),
+                "--seeds", "1", "--budget", "8", "--strategies", "grid,random")
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]
+    assert len(table) == 4 and table[0].startswith("| 4096x4096x4096 float16 | 570 |")
+    assert all(len(line.split("|")) == 6 for line in table)  # problem, configs, grid, random
+
+
+def test_launch_overhead_needs_a_gpu():
+    proc = _run(str(BENCH / "launch_overhead.py"), "--sections", "host")
+    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr

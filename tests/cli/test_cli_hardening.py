@@ -1,0 +1,207 @@
+"""The CLI on bad input, as a new user meets it: one line on stderr, the right exit code,
+nothing written that was there before."""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import pytest
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from tests.helpers import one_error_line
+
+runner = CliRunner()
+
+# Commands that append to the history, each on a problem small enough for the interpreter.
+APPENDING = [["validate", "-s", "16"], ["bench", "--interpret", "-s", "16"], ["fuse-bench", "--interpret", "-s", "16"]]
+ODD_FILES = {
+    "carriage return": b"a\rb,c\n",
+    "random bytes": random.Random(11).randbytes(4000),
+    "a NUL in the header": b"timestamp,run_id\x00,command\n",
+    "an open quote": b'"timestamp,run_id\n1,2\n',
+}
+
+
+@pytest.mark.parametrize("command", APPENDING, ids=lambda c: c[0])
+@pytest.mark.parametrize("name", list(ODD_FILES))
+def test_history_with_odd_bytes_is_one_line_and_left_untouched(name, command, tmp_path):
+    path = tmp_path / "odd.csv"
+    path.write_bytes(ODD_FILES[name])
+    result = runner.invoke(app, [*command, "--history", str(path)])
+    line = one_error_line(result, 2)
+    assert "history" in line and str(path) in line
+    assert path.read_bytes() == ODD_FILES[name]
+
+
+@pytest.mark.parametrize("name", list(ODD_FILES))
+def test_reading_a_history_with_odd_bytes_skips_them(name, tmp_path):
+    path = tmp_path / "odd.csv"
+    path.write_bytes(ODD_FILES[name])
+    result = runner.invoke(app, ["history", "--history", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "skipped" in result.stderr
+    assert path.read_bytes() == ODD_FILES[name]
+
+
+# ---- the console script: usage errors and Ctrl-C, one line each ----
+
+def _main(args, capsys):
+    """Run the console script's main(args): (exit code, stdout, stderr)."""
+    from autokernel.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["validate", "-s", "abc"], "--size"),
+    (["validate", "--bogus"], "--bogus"),
+    (["bench", "--size"], "requires an argument"),
+    (["no-such-command"], "no-such-command"),
+])
+def test_usage_errors_are_one_line(args, says, capsys):
+    code, out, err = _main(args, capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], err
+    assert "╭" not in err and "Traceback" not in err and out == ""
+
+
+def test_ctrl_c_is_one_line_with_the_rows_saved(tmp_path, monkeypatch, capsys):
+    import autokernel.evaluate
+    from autokernel.cli._common import this_run
+    from autokernel.history import History
+
+    monkeypatch.setattr(this_run, "store", None)
+    check = autokernel.evaluate.check_correctness
+    calls = []
+
+    def interrupted_on_the_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C would
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(autokernel.evaluate, "check_correctness", interrupted_on_the_third)
+    path = tmp_path / "h.csv"
+    code, _, err = _main(["validate", "-s", "16", "--history", str(path)], capsys)
+    assert code == 130
+    assert err.strip().splitlines() == [f"interrupted, 2 rows saved to {path}"]
+    assert len(History(path).read()) == 2
+
+
+def test_ctrl_c_before_any_row(monkeypatch, capsys):
+    import autokernel.cli.history as history_cli
+    from autokernel.cli._common import this_run
+
+    monkeypatch.setattr(this_run, "store", None)
+
+    def interrupted(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(history_cli, "load_history", interrupted)
+    code, _, err = _main(["history"], capsys)
+    assert code == 130 and err.strip().splitlines() == ["interrupted, 0 rows saved"]
+
+
+# ---- what the user typed is shown as typed ----
+
+def test_markup_in_arguments_is_printed_literally():
+    result = runner.invoke(app, ["validate", "-s", "8", "-a", "[bold]gelu[/bold]"])
+    assert "'[bold]gelu[/bold]'" in one_error_line(result, 2)
+
+
+def test_markup_in_history_cells_and_paths_is_printed_literally(tmp_path):
+    from autokernel.history import History, make_row
+    from autokernel.records import Problem
+
+    path = tmp_path / "runs[x]" / "h.csv"
+    History(path).append(make_row("bench", Problem(8, 8, 8), status="runtime_error", run_id="r",
+                                  error="[red]boom[/red] at [x]"))
+    result = runner.invoke(app, ["history", "--history", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "[red]boom[/red] at [x]" in result.stdout and "runs[x]" in result.stdout
+
+
+def test_piped_tables_are_plain_and_not_cut(tmp_path, monkeypatch):
+    from autokernel.cli._common import console
+    from autokernel.history import History, make_row
+    from autokernel.records import Problem
+
+    monkeypatch.setattr(console, "width", 80)  # what a pipe gets
+    error = "a message that cannot fit in 80 columns beside the other cells"
+    path = tmp_path / "h.csv"
+    History(path).append(make_row("bench", Problem(8, 8, 8), status="failed_correctness", run_id="r", error=error))
+    result = runner.invoke(app, ["history", "--history", str(path)])
+    assert result.exit_code == 0, result.output
+    assert error in result.stdout and "failed_correctness" in result.stdout
+    assert "…" not in result.stdout and "│" not in result.stdout
+    assert console.width == 80  # restored
+
+
+# ---- --config ----
+
+def test_empty_config_is_an_error():
+    assert "--config is empty" in one_error_line(runner.invoke(app, ["validate", "-s", "8", "-c", ""]), 2)
+
+
+def test_missing_config_file_is_named(tmp_path):
+    missing = tmp_path / "missing.json"
+    line = one_error_line(runner.invoke(app, ["validate", "-s", "8", "-c", str(missing)]), 2)
+    assert f"config file {missing} does not exist" in line
+
+
+# ---- help without torch, a warning before slow interpreted runs ----
+
+@pytest.mark.parametrize("args", [["--help"], ["bench", "--help"], ["validate", "-s", "abc"]])
+def test_help_and_usage_errors_import_no_torch(args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys\nfrom autokernel.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert proc.stderr.strip().splitlines()[-1] == "no torch", proc.stderr
+
+
+def test_slow_interpreted_problems_are_warned_with_an_estimate(capsys):
+    from autokernel import runtime
+    from autokernel.cli._common import check_interpreter_budget
+    from autokernel.records import Problem
+
+    if not runtime.INTERPRETER:
+        pytest.skip("the warning is for the interpreter")
+    check_interpreter_budget([Problem(64, 64, 64), Problem(8192, 8192, 8192)], force=True)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "8192x8192x8192" in lines[0] and "per kernel call" in lines[0], lines
+    check_interpreter_budget([Problem(256, 256, 256)], force=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_ctrl_c_in_tune_keeps_every_trial(sweep, tmp_path, monkeypatch, capsys):
+    from autokernel.cli._common import this_run
+    from autokernel.history import History
+
+    monkeypatch.setattr(this_run, "store", None)
+    append_many = History.append_many
+    calls = []
+
+    def interrupted_after_the_third(self, rows):
+        append_many(self, rows)
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(History, "append_many", interrupted_after_the_third)
+    path = tmp_path / "h.csv"
+    code, _, err = _main(["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "random", "-g", "3", "-n", "4",
+                          "--seed", "1", "--history", str(path)], capsys)
+    assert code == 130
+    assert err.strip().splitlines()[-1] == f"interrupted, 3 rows saved to {path}"
+    assert len(History(path).read()) == 3

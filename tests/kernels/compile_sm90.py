@@ -1,0 +1,188 @@
+"""Compile the Triton kernels for Hopper (sm_90) on a machine with no GPU.
+
+The interpreter runs kernels as Python and misses errors that only compilation finds
+(e.g. a non-constexpr global). Triton can lower a kernel to PTX without a GPU, so this
+script compiles each kernel variant and prints one line per failure. It must run in its
+own process: TRITON_INTERPRET has to be 0 when triton is imported.
+
+Usage: python tests/kernels/compile_sm90.py   (exit code 1 if any variant fails)
+"""
+
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "0"
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from autokernel.kernels.epilogue import ACTIVATIONS  # noqa: E402
+from autokernel.kernels.matmul import _matmul_kernel  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def matmul_variants():
+    """(name, kernel, signature, constexprs, options) for the forward kernel."""
+    for dtype, act, has_bias, even_k, index_64 in [
+        *[("float16", act, True, True, False) for act in ACTIVATIONS],
+        ("bfloat16", "gelu_tanh", True, False, False),
+        ("float32", "silu", False, False, True),
+    ]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk",
+                                             "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
+                                             "stride_bias")})
+        sig["slope"] = "fp32"
+        consts = dict(HAS_BIAS=has_bias, STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
+                      A_LEAD=0 if even_k else 8, B_LEAD=0 if even_k else -8,
+                      BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"matmul {dtype} {act}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+
+
+def matmul_tma_variants():
+    """The Hopper TMA kernel: each operand layout, then warp specialization, the subtiled
+    epilogue and the flattened loops (with bias, Z and activations), each as the tuner's
+    space allows them (tuning/space.py: no warp specialization beside the others)."""
+    from autokernel.kernels.matmul_tma import _matmul_tma_kernel
+
+    bm, bn, bk = 128, 256, 64
+    plain = [(dtype, act, a_trans, b_trans, False, 1, False, 8, 3) for dtype, act, a_trans, b_trans in [
+        ("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
+        ("float16", "none", False, False), ("bfloat16", "relu", True, True)]]
+    options = [("float16", "none", False, False, True, 1, False, 4, 3),
+               ("bfloat16", "gelu_tanh", False, True, True, 1, False, 4, 3),
+               ("float16", "none", False, False, False, 2, False, 8, 4),
+               ("bfloat16", "leaky_relu", True, True, False, 2, False, 8, 4),
+               ("float16", "none", False, False, False, 1, True, 8, 3),
+               ("bfloat16", "silu", False, True, False, 2, True, 8, 3)]
+    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options:
+        t = _TYPES[dtype]
+        sig = {
+            "a_ptr": "*" + t, "b_ptr": "*" + t, "c_ptr": "*" + t,
+            "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
+            "stride_a": "i32", "stride_b": "i32", "stride_c": "i32", "stride_zm": "i32", "stride_zn": "i32",
+            "stride_bias": "i32", "slope": "fp32",
+        }
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, WARP_SPECIALIZE=ws,
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
+        sig.update({name: "constexpr" for name in consts})
+        name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
+                f"flatten={flatten} w{warps} s{stages}")
+        yield name, _matmul_tma_kernel, sig, consts, {"num_warps": warps, "num_stages": stages}
+
+
+def splitk_variants():
+    """The split-K partial and reduce kernels (kernels/splitk.py)."""
+    from autokernel.kernels.splitk import _splitk_partial_kernel, _splitk_reduce_kernel
+
+    for dtype, even_k, index_64 in [("float16", True, False), ("bfloat16", False, False), ("float32", False, True)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "ws_ptr": "*fp32"}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                             "slice_size", "iters_per_split")})
+        consts = dict(EVEN_K=even_k, UPCAST=False, INDEX_64=index_64, A_LEAD=0 if even_k else -4,
+                      B_LEAD=0 if even_k else 8, BLOCK_M=16, BLOCK_N=64,
+                      BLOCK_K=64 if dtype == "float32" else 128, GROUP_M=8)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"splitk_partial {dtype} even_k={even_k}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
+    for dtype, act, split_k, index_64 in [*[("float16", act, 4, False) for act in ACTIVATIONS],
+                                          ("bfloat16", "gelu_tanh", 2, False), ("float32", "silu", 16, True)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"ws_ptr": "*fp32", "c_ptr": t, "bias_ptr": t, "z_ptr": t}
+        sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
+                                             "stride_bias", "slice_size")})
+        sig["slope"] = "fp32"
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, INDEX_64=index_64, SPLIT_K=split_k,
+                      BLOCK_M=16, BLOCK_N=64)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"splitk_reduce {dtype} {act} split_k={split_k}", _splitk_reduce_kernel, sig, consts, {"num_warps": 4}
+
+
+def streamk_variants():
+    """The stream-K kernel (kernels/streamk.py)."""
+    from autokernel.kernels.streamk import _streamk_kernel
+
+    for dtype, act, even_k, index_64 in [("float16", "gelu_tanh", True, False), ("bfloat16", "relu", False, False),
+                                         ("float32", "silu", False, True), ("float16", "none", True, False)]:
+        t = "*" + _TYPES[dtype]
+        sig = {"a_ptr": t, "b_ptr": t, "c_ptr": t, "bias_ptr": t, "z_ptr": t, "ws_ptr": "*fp32", "locks_ptr": "*i32"}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                             "stride_cm", "stride_cn", "stride_zm", "stride_zn", "stride_bias")})
+        sig.update(slope="fp32", sk_tiles="i32", iters_per_program="i32")
+        consts = dict(HAS_BIAS=act != "none", STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False,
+                      INDEX_64=index_64, A_LEAD=0 if even_k else 8, B_LEAD=0 if even_k else -8,
+                      BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8,
+                      NUM_PROGRAMS=132)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"streamk {dtype} {act} even_k={even_k}", _streamk_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+
+
+def backward_variants():
+    """The elementwise kernels of the linear layer's forward and backward."""
+    from autokernel.kernels.backward import _activation_grad_kernel
+
+    for act in ACTIVATIONS:
+        sig = {"dy_ptr": "*bf16", "z_ptr": "*bf16", "dz_ptr": "*bf16", "partial_ptr": "*fp32", "M": "i32", "N": "i32"}
+        sig.update({name: "i32" for name in ("stride_dym", "stride_dyn", "stride_zm", "stride_zn",
+                                             "stride_dzm", "stride_dzn")})
+        sig["slope"] = "fp32"
+        consts = dict(GRAD_ACTIVATION=act, STORE_DZ=True, COLUMN_SUM=True, ROW_TILES=8, BLOCK_M=32, BLOCK_N=128)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"activation_grad {act}", _activation_grad_kernel, sig, consts, {"num_warps": 4}
+
+
+def variants():
+    yield from matmul_variants()
+    yield from matmul_tma_variants()
+    yield from splitk_variants()
+    yield from streamk_variants()
+    yield from backward_variants()
+
+
+# The special-function instructions each forward activation's epilogue must compile to
+# (kernels/epilogue.py: what was measured on the H100): {activation: (wanted, refused)}.
+_MUFU = {
+    "gelu_tanh": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ("tanh.approx",)),
+    "silu": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ("tanh.approx",)),
+}
+
+
+def mufu_problem(consts: dict, ptx: str) -> str | None:
+    """What is wrong with a forward kernel's PTX for its activation's epilogue, or None."""
+    wanted, refused = _MUFU.get(consts.get("ACTIVATION"), ((), ()))
+    missing = [op for op in wanted if op not in ptx]
+    extra = [op for op in refused if op in ptx]
+    if missing or extra:
+        return f"{consts['ACTIVATION']} epilogue: missing {missing}, unexpected {extra}"
+    return None
+
+
+def main() -> int:
+    failures = 0
+    count = 0
+    for name, kernel, sig, consts, options in variants():
+        count += 1
+        try:
+            compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
+                                      options=options)
+            if "GRAD_ACTIVATION" not in consts and (problem := mufu_problem(consts, compiled.asm["ptx"])):
+                failures += 1
+                print(f"FAIL {name}: {problem}")
+        except Exception as exc:
+            root = exc
+            while root.__cause__ is not None:
+                root = root.__cause__
+            failures += 1
+            print(f"FAIL {name}: {type(root).__name__}: {str(root).splitlines()[0] if str(root) else ''}")
+    print(f"compiled {count - failures}/{count} kernel variants for sm_90")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

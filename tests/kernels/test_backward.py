@@ -1,0 +1,239 @@
+"""Gradients of autokernel.linear against float32 torch autograd, under the interpreter."""
+
+import zlib
+
+import pytest
+import torch
+
+import autokernel
+from autokernel import runtime
+from autokernel.autograd import linear_backward
+from autokernel.config import KernelConfig
+from autokernel.evaluate import reference_activation
+from tests.helpers import FP32_TOL, fp32_tol
+
+DEVICE = runtime.kernel_device()
+SLOPE = 0.01
+# Relative-RMSE bounds: fp32 is exact under the interpreter (tf32 on the GPU).
+TOL = {torch.float32: FP32_TOL, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+def assert_close(got, ref, dtype, what):
+    got, ref = got.detach().float(), ref.detach().float()
+    assert got.shape == ref.shape, f"{what}: shape {tuple(got.shape)} != {tuple(ref.shape)}"
+    assert torch.isfinite(got).all(), f"{what}: non-finite values"
+    err = float((got - ref).norm() / ref.norm().clamp_min(1e-12))
+    assert err < TOL[dtype], f"{what}: relative error {err:.2e} >= {TOL[dtype]:.0e}"
+
+
+def make_inputs(lead, k, n, dtype, bias=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*lead, k, generator=g).to(DEVICE, dtype)
+    w = (torch.randn(n, k, generator=g) / k**0.5).to(DEVICE, dtype)
+    b = torch.randn(n, generator=g).to(DEVICE, dtype) if bias else None
+    return x, w, b
+
+
+def reference_grads(x, w, b, activation, grad_y, wanted):
+    """Forward output and gradients of the wanted inputs from float32 torch autograd."""
+    xr, wr = x.detach().float(), w.detach().float()
+    br = b.detach().float() if b is not None else None
+    leaves = [t for t, want in zip((xr, wr, br), wanted) if want]
+    for t in leaves:
+        t.requires_grad_()
+    y = reference_activation(torch.nn.functional.linear(xr, wr, br), activation, SLOPE)
+    return y, torch.autograd.grad(y, leaves, grad_y.float())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("activation", autokernel.ACTIVATIONS)
+def test_gradients_match_torch(activation, bias, dtype):
+    x, w, b = make_inputs((2, 3, 17), 33, 65, dtype, bias, seed=zlib.crc32(f"{activation} {bias}".encode()) % 1000)
+    leaves = [t.requires_grad_() for t in (x, w, b) if t is not None]
+    y = autokernel.linear(x, w, b, activation, slope=SLOPE)
+    grad_y = torch.randn(y.shape).to(DEVICE, dtype)
+    grads = torch.autograd.grad(y, leaves, grad_y)
+    y_ref, refs = reference_grads(x, w, b, activation, grad_y, (True, True, bias))
+    assert_close(y, y_ref, dtype, "y")
+    for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
+        assert got.dtype == dtype
+        assert_close(got, ref, dtype, f"{name} ({activation}, {dtype})")
+
+
+@pytest.mark.parametrize("wanted", [(True, False, False), (False, True, False), (False, False, True),
+                                    (False, True, True), (True, False, True)])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_only_requested_gradients(activation, wanted):
+    x, w, b = make_inputs((19,), 21, 35, torch.float32, seed=3)
+    for t, want in zip((x, w, b), wanted):
+        t.requires_grad_(want)
+    y = autokernel.linear(x, w, b, activation)
+    grad_y = torch.randn(y.shape).to(DEVICE)
+    y.backward(grad_y)
+    _, refs = reference_grads(x, w, b, activation, grad_y, wanted)
+    refs = iter(refs)
+    for name, t, want in zip(("dx", "dweight", "dbias"), (x, w, b), wanted):
+        if want:
+            assert_close(t.grad, next(refs), torch.float32, name)
+        else:
+            assert t.grad is None
+
+
+def test_backward_computes_only_what_is_asked():
+    x, w, b = make_inputs((9,), 17, 24, torch.float16)
+    z = torch.randn(9, 24).to(DEVICE, torch.float16)
+    dy = torch.randn(9, 24).to(DEVICE, torch.float16)
+    for needs in [(True, False, False), (False, True, False), (False, False, True), (False, False, False)]:
+        got = linear_backward(dy, x, w, z, "silu", SLOPE, needs=needs)
+        assert [g is not None for g in got] == list(needs)
+
+
+@pytest.mark.parametrize("activation", ["relu", "silu"])
+def test_non_contiguous_grad_output(activation):
+    x, w, b = make_inputs((2, 13), 18, 26, torch.float16, seed=5)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    y = autokernel.linear(x, w, b, activation)
+    base = torch.randn(26, 13, 2).to(DEVICE, torch.float16)
+    grad_y = base.permute(2, 1, 0)  # shape (2, 13, 26), no dimension contiguous
+    assert not grad_y.is_contiguous()
+    grads = torch.autograd.grad(y, leaves, grad_y)
+    _, refs = reference_grads(x, w, b, activation, grad_y, (True, True, True))
+    for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
+        assert_close(got, ref, torch.float16, name)
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu_tanh"])
+def test_broadcast_grad_output_from_sum(activation):
+    # y.sum() hands backward an expanded gradient: all strides zero.
+    x, w, b = make_inputs((4, 5), 20, 12, torch.float32, seed=7)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    grads = torch.autograd.grad(autokernel.linear(x, w, b, activation).sum(), leaves)
+    _, refs = reference_grads(x, w, b, activation, torch.ones(4, 5, 12, device=DEVICE), (True, True, True))
+    for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
+        assert_close(got, ref, torch.float32, name)
+
+
+@pytest.mark.parametrize("shape", [(0, 8, 6), (5, 0, 6), (5, 8, 0)], ids=["M=0", "K=0", "N=0"])
+@pytest.mark.parametrize("activation", ["none", "silu"])
+def test_zero_size_dimensions(shape, activation):
+    m, k, n = shape
+    x, w, b = make_inputs((m,), k, n, torch.float32)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    y = autokernel.linear(x, w, b, activation)
+    assert y.shape == (m, n)
+    grad_y = torch.randn(m, n).to(DEVICE)
+    grads = torch.autograd.grad(y, leaves, grad_y)
+    _, refs = reference_grads(x, w, b, activation, grad_y, (True, True, True))
+    # Empty reductions give zeros (dX for N = 0, dW and db for M = 0); db for K = 0 is not empty.
+    for got, ref, t in zip(grads, refs, leaves):
+        assert got.shape == t.shape
+        torch.testing.assert_close(got, ref, atol=fp32_tol(1e-5), rtol=fp32_tol(1e-5))
+
+
+def test_zero_size_batch_with_leading_dims():
+    x, w, b = make_inputs((3, 0), 10, 7, torch.float16)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    y = autokernel.linear(x, w, b, "relu")
+    assert y.shape == (3, 0, 7)
+    dx, dw, db = torch.autograd.grad(y, leaves, torch.randn(3, 0, 7).to(DEVICE, torch.float16))
+    assert dx.shape == (3, 0, 10) and not dw.any() and not db.any()
+
+
+def test_backward_configs_are_used():
+    x, w, b = make_inputs((40,), 48, 56, torch.float32, seed=11)
+    leaves = [t.requires_grad_() for t in (x, w, b)]
+    small = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=1, num_stages=1)
+    y = autokernel.linear(x, w, b, "leaky_relu", config=small, dx_config=small, dw_config=small)
+    grad_y = torch.randn(y.shape).to(DEVICE)
+    grads = torch.autograd.grad(y, leaves, grad_y)
+    _, refs = reference_grads(x, w, b, "leaky_relu", grad_y, (True, True, True))
+    for name, got, ref in zip(("dx", "dweight", "dbias"), grads, refs):
+        assert_close(got, ref, torch.float32, name)
+    with pytest.raises(TypeError, match="KernelConfig"):
+        autokernel.linear(x, w, b, dx_config={"block_m": 16}).sum().backward()
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_linear_backward_against_its_formulas(activation):
+    x, w, _ = make_inputs((23,), 30, 41, torch.float32, seed=13)
+    z = torch.randn(23, 41).to(DEVICE)
+    dy = torch.randn(23, 41).to(DEVICE)
+    dx, dw, db = linear_backward(dy, x, w, z, activation, SLOPE, needs=(True, True, True))
+    act = torch.nn.functional.gelu if activation == "gelu" else (lambda t: t)
+    dz = dy * torch.func.grad(lambda t: act(t).sum())(z)
+    assert_close(dx, dz @ w, torch.float32, "dx")
+    assert_close(dw, dz.t() @ x, torch.float32, "dw")
+    assert_close(db, dz.sum(0), torch.float32, "db")
+
+
+def test_no_grad_mode_skips_autograd():
+    x, w, b = make_inputs((5,), 8, 6, torch.float32)
+    w.requires_grad_()
+    with torch.no_grad():
+        y = autokernel.linear(x, w, b)
+    assert y.grad_fn is None
+    assert autokernel.linear(x, w, b).grad_fn is not None
+
+
+def test_argument_checks_still_apply_with_grad():
+    x, w, b = make_inputs((5,), 8, 6, torch.float32)
+    w.requires_grad_()
+    with pytest.raises(ValueError, match="bias has length"):
+        autokernel.linear(x, w, b[:3])
+    with pytest.raises(ValueError, match="activation must be one of"):
+        autokernel.linear(x, w, b, "tanh")
+    with pytest.raises(TypeError, match="dtype"):
+        autokernel.linear(x, w.half())
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_non_contiguous_bias_forward_and_backward(activation):
+    # The bias is a column of a 2-D leaf: its stride is 3, and db flows back into that column.
+    x, w, _ = make_inputs((4, 9), 19, 37, torch.float32, bias=False, seed=8)
+    table = torch.randn(37, 3).to(DEVICE).requires_grad_()
+    x.requires_grad_()
+    y = autokernel.linear(x, w, table[:, 1], activation, slope=SLOPE)
+    grad_y = torch.randn(y.shape).to(DEVICE)
+    y.backward(grad_y)
+    bias = table.detach()[:, 1].clone()
+    y_ref, (dx_ref, db_ref) = reference_grads(x, w, bias, activation, grad_y, (True, False, True))
+    assert_close(y, y_ref, torch.float32, "y")
+    assert_close(x.grad, dx_ref, torch.float32, "dx")
+    assert_close(table.grad[:, 1], db_ref, torch.float32, "dbias")
+    assert not table.grad[:, [0, 2]].any()
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("activation", ["none", "leaky_relu", "silu"])
+def test_matmul_is_differentiable(activation, layout):
+    # matmul takes the autograd route of linear when an input requires grad.
+    g = torch.Generator().manual_seed(len(layout) + len(activation))
+    m, k, n = 23, 31, 45
+    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    a, b = a.to(DEVICE).requires_grad_(), (b / k**0.5).to(DEVICE).requires_grad_()
+    bias = torch.randn(n, generator=g).to(DEVICE).requires_grad_()
+    y = autokernel.matmul(a, b, bias, activation, slope=SLOPE)
+    assert y.requires_grad
+    grad_y = torch.randn(y.shape, generator=g).to(DEVICE)
+    grads = torch.autograd.grad(y, (a, b, bias), grad_y)
+    leaves = [t.detach().clone().requires_grad_() for t in (a, b, bias)]
+    y_ref = reference_activation(leaves[0] @ leaves[1] + leaves[2], activation, SLOPE)
+    refs = torch.autograd.grad(y_ref, leaves, grad_y)
+    assert_close(y, y_ref, torch.float32, "y")
+    for name, got, ref in zip(("da", "db", "dbias"), grads, refs):
+        assert_close(got, ref, torch.float32, f"{name} ({activation}, {layout})")
+
+
+def test_matmul_out_with_grad_raises_as_torch_does():
+    a = torch.randn(5, 7).to(DEVICE).requires_grad_()
+    b = torch.randn(7, 6).to(DEVICE)
+    out = torch.empty(5, 6).to(DEVICE)
+    with pytest.raises(RuntimeError, match="out="):
+        torch.matmul(a, b, out=out)
+    with pytest.raises(RuntimeError, match="out="):
+        autokernel.matmul(a, b, out=out)
+    with torch.no_grad():  # no graph to record: out= is fine, as in torch
+        autokernel.matmul(a, b, out=out)
+    torch.testing.assert_close(out, (a @ b).detach(), rtol=FP32_TOL, atol=FP32_TOL)

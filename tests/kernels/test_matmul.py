@@ -1,0 +1,311 @@
+"""The forward kernel against a float32 torch reference, under the interpreter."""
+
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autokernel as ak
+from autokernel.evaluate import reference
+
+from tests.helpers import FP32_TOL, rel_error
+
+ACTS = ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
+TOL = {torch.float16: 1e-2, torch.bfloat16: 1.5e-2, torch.float32: FP32_TOL}
+
+
+def _inputs(m, n, k, dtype, device, layout="nn", bias=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    a = (a / max(k, 1) ** 0.5).to(device, dtype)
+    b = b.to(device, dtype)
+    bb = torch.randn(n, generator=g).to(device, dtype) if bias else None
+    return a, b, bb
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("bias", [False, True])
+def test_activations_bias_dtypes(dtype, act, bias, device):
+    a, b, bb = _inputs(37, 45, 70, dtype, device, bias=bias, seed=zlib.crc32(f"{dtype} {act} {bias}".encode()) % 1000)
+    out = ak.matmul(a, b, bb, act)
+    assert out.dtype == dtype and out.shape == (37, 45)
+    assert rel_error(out, reference(a, b, bb, act)) < TOL[dtype]
+
+
+def test_bf16_is_not_interpreter_garbage(device):
+    # The interpreter's bf16 tl.dot multiplies raw bits; the kernel must upcast there.
+    a, b, _ = _inputs(32, 32, 32, torch.bfloat16, device, bias=False)
+    out = ak.matmul(a, b)
+    assert out.float().abs().max() < 100
+    assert rel_error(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (127, 255, 63), (3, 200, 17), (65, 1, 129)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_odd_shapes_and_transposed_views(shape, layout, device):
+    m, n, k = shape
+    a, b, bb = _inputs(m, n, k, torch.float16, device, layout=layout, seed=m * 7 + n)
+    if layout[0] == "t":
+        assert not a.is_contiguous() or m == 1 or k == 1
+    out = ak.matmul(a, b, bb, "gelu_tanh")
+    assert rel_error(out, reference(a, b, bb, "gelu_tanh")) < 1e-2
+
+
+def test_strided_slices(device):
+    big = torch.randn(64, 96).to(device, torch.float16)
+    a = big[::2, 5:45]  # row stride 192, a sliced column window
+    b = torch.randn(80, 30).to(device, torch.float16)[::2]
+    out = ak.matmul(a, b)
+    assert rel_error(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("m,n,k", [(0, 5, 3), (5, 0, 3), (0, 0, 0)])
+def test_zero_size_output(m, n, k, device):
+    a = torch.randn(m, k).to(device, torch.float16)
+    b = torch.randn(k, n).to(device, torch.float16)
+    out = ak.matmul(a, b, activation="relu")
+    assert out.shape == (m, n) and out.dtype == torch.float16
+
+
+@pytest.mark.parametrize("act", ["none", "gelu", "leaky_relu"])
+def test_k_zero_applies_bias_and_activation(act, device):
+    a = torch.randn(6, 0).to(device, torch.float16)
+    b = torch.randn(0, 9).to(device, torch.float16)
+    bias = torch.randn(9).to(device, torch.float16)
+    out = ak.matmul(a, b, bias, act)
+    expected = reference(a, b, bias, act)
+    assert out.shape == (6, 9)
+    assert torch.allclose(out.float(), expected, atol=1e-3, rtol=1e-3)
+
+
+def test_leaky_relu_slope_parameter(device):
+    a, b, _ = _inputs(20, 20, 20, torch.float32, device, bias=False)
+    out = ak.matmul(a, b, activation="leaky_relu", slope=0.2)
+    assert torch.allclose(out, F.leaky_relu(a.double() @ b.double(), 0.2).float(), atol=FP32_TOL, rtol=FP32_TOL)
+
+
+def test_every_element_written_with_explicit_config(device):
+    a, b, bb = _inputs(70, 90, 50, torch.float16, device)
+    out = torch.full((70, 90), float("nan"), dtype=torch.float16, device=device)
+    cfg = ak.KernelConfig(block_m=32, block_n=64, block_k=16, group_m=2, num_warps=4, num_stages=1)
+    ak.matmul(a, b, bb, "silu", config=cfg, out=out)
+    assert not torch.isnan(out).any()
+    assert rel_error(out, reference(a, b, bb, "silu")) < 1e-2
+
+
+@pytest.mark.parametrize("group_m", [1, 3, 64])
+def test_group_order_covers_every_tile(group_m, device):
+    a, b, _ = _inputs(100, 70, 16, torch.float16, device, bias=False)
+    cfg = ak.KernelConfig(block_m=16, block_n=16, block_k=16, group_m=group_m, num_warps=1, num_stages=1)
+    out = torch.full((100, 70), float("nan"), dtype=torch.float16, device=device)
+    ak.matmul(a, b, config=cfg, out=out)
+    assert not torch.isnan(out).any()
+    assert rel_error(out, a.float() @ b.float()) < 1e-2
+
+
+def test_linear_leading_dims_and_weight_layout(device):
+    x = torch.randn(2, 3, 19).to(device, torch.float16)
+    w = torch.randn(23, 19).to(device, torch.float16) / 19**0.5
+    bias = torch.randn(23).to(device, torch.float16)
+    y = ak.linear(x, w, bias, "relu")
+    assert y.shape == (2, 3, 23)
+    ref = F.relu(F.linear(x.float(), w.float(), bias.float()))
+    assert rel_error(y, ref) < 1e-2
+
+
+# ---- bad input: TypeError / ValueError naming the argument and the value ----
+
+def test_bad_dtype(device):
+    a = torch.ones(4, 4, dtype=torch.int32, device=device)
+    with pytest.raises(TypeError, match=r"^a has dtype torch.int32"):
+        ak.matmul(a, a)
+
+
+def test_mixed_dtypes(device):
+    a = torch.ones(4, 4, dtype=torch.float16, device=device)
+    with pytest.raises(TypeError, match="b has dtype torch.bfloat16"):
+        ak.matmul(a, a.to(torch.bfloat16))
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="a must be a torch.Tensor, got list"):
+        ak.matmul([[1.0]], torch.ones(1, 1))
+
+
+def test_shape_mismatch(device):
+    a = torch.ones(4, 5, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match=r"inner dimensions differ: a is \(4, 5\), b is \(4, 5\)"):
+        ak.matmul(a, a)
+
+
+def test_wrong_rank(device):
+    with pytest.raises(ValueError, match=r"a must be 2-D, got shape \(3,\)"):
+        ak.matmul(torch.ones(3, dtype=torch.float16, device=device), torch.ones(3, 3, dtype=torch.float16, device=device))
+
+
+def test_bad_bias_length(device):
+    a = torch.ones(4, 4, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="bias has length 3, expected N = 4"):
+        ak.matmul(a, a, torch.ones(3, dtype=torch.float16, device=device))
+
+
+def test_unknown_activation(device):
+    a = torch.ones(4, 4, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="activation must be one of .*got 'tanh'"):
+        ak.matmul(a, a, activation="tanh")
+
+
+def test_wrong_device_is_named():
+    from autokernel import runtime
+
+    if not runtime.INTERPRETER:
+        pytest.skip("on a GPU machine CPU tensors are the wrong device")
+    a = torch.ones(4, 4, dtype=torch.float16, device="meta")
+    with pytest.raises(ValueError, match="a is on meta"):
+        ak.matmul(a, a)
+
+
+def test_linear_feature_mismatch(device):
+    x = torch.ones(2, 5, dtype=torch.float16, device=device)
+    w = torch.ones(3, 4, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="x has 5 features but weight is"):
+        ak.linear(x, w)
+
+
+# ---- the Hopper TMA variant (its descriptors run in the interpreter too) ----
+
+TMA_CFG = dict(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=1, num_stages=1, variant="tma")
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_tma_variant_every_layout(layout, dtype, device, monkeypatch):
+    # 40x72x56: every stride is 16-byte aligned, so descriptors are used (checked below);
+    # edges are ragged against the 16x32x16 tile, so TMA's zero padding and clipping count.
+    import autokernel.kernels.matmul as grouped
+
+    monkeypatch.setattr(grouped, "plan_matmul", lambda *a, **k: pytest.fail("fell back to the grouped kernel"))
+    a, b, bb = _inputs(40, 72, 56, dtype, device, layout=layout, seed=len(layout))
+    out = torch.full((40, 72), float("nan"), dtype=dtype, device=device)
+    ak.matmul(a, b, bb, "gelu_tanh", config=ak.KernelConfig(**TMA_CFG), out=out)
+    assert not torch.isnan(out).any()
+    assert rel_error(out, reference(a, b, bb, "gelu_tanh")) < TOL[dtype]
+
+
+@pytest.mark.parametrize("shape", [(17, 33, 65), (40, 72, 0), (8, 9, 16)])
+def test_tma_variant_falls_back_when_descriptors_cannot_be_made(shape, device):
+    m, n, k = shape
+    a, b, bb = _inputs(m, n, k, torch.float16, device, seed=3)
+    out = ak.matmul(a, b, bb, "silu", config=ak.KernelConfig(**TMA_CFG))
+    assert rel_error(out, reference(a, b, bb, "silu")) < 1e-2
+
+
+def test_tma_operands_rules(device):
+    from autokernel.kernels.matmul_tma import tma_operands
+
+    a = torch.randn(40, 56).to(device, torch.float16)
+    w = torch.randn(72, 56).to(device, torch.float16)
+    c = torch.empty(40, 72, dtype=torch.float16, device=device)
+    (av, at), (bv, bt) = tma_operands(a, w.t(), c)
+    assert (at, bt) == (False, True) and bv.shape == (72, 56)
+    assert tma_operands(a[:, 1:], w.t()[1:], c) is None  # base not 16-byte aligned
+    assert tma_operands(a.float(), w.t().float(), c.float()) is None  # fp32 stays on the pointer kernel
+
+
+@pytest.mark.parametrize("variant", ["grouped", "tma"])
+def test_epilogue_stores_preactivation_beside_output(variant, device):
+    # autograd keeps Z = A @ B + bias for act'(Z); one launch writes both Z and Y.
+    from autokernel.api import launch
+
+    a, b, bb = _inputs(40, 72, 56, torch.float16, device, layout="nt", seed=11)
+    y = torch.full((40, 72), float("nan"), dtype=torch.float16, device=device)
+    z = torch.full_like(y, float("nan"))
+    cfg = ak.KernelConfig(**{**TMA_CFG, "variant": variant})
+    launch(a, b, y, bb, "silu", 0.01, cfg, z=z)
+    assert not torch.isnan(z).any() and not torch.isnan(y).any()
+    assert rel_error(z, reference(a, b, bb, "none")) < 1e-2
+    assert rel_error(y, reference(a, b, bb, "silu")) < 1e-2
+
+
+# ---- hardening (issue 11): strided bias, outputs that overlap inputs ----
+
+def _strided_biases(n, dtype, device):
+    """Non-contiguous biases of length n: a slice with step 2, a column of a matrix, a
+    broadcast scalar (stride 0)."""
+    g = torch.Generator().manual_seed(5)
+    return {
+        "step 2": torch.randn(2 * n, generator=g).to(device, dtype)[::2],
+        "column": torch.randn(n, 3, generator=g).to(device, dtype)[:, 1],
+        "stride 0": torch.randn(1, generator=g).to(device, dtype).expand(n),
+    }
+
+
+@pytest.mark.parametrize("variant", ["grouped", "tma"])
+@pytest.mark.parametrize("kind", ["step 2", "column", "stride 0"])
+def test_non_contiguous_bias(kind, variant, device):
+    a, b, _ = _inputs(40, 72, 56, torch.float16, device, seed=21)
+    bias = _strided_biases(72, torch.float16, device)[kind]
+    assert not bias.is_contiguous()
+    out = ak.matmul(a, b, bias, "gelu", config=ak.KernelConfig(**{**TMA_CFG, "variant": variant}))
+    assert rel_error(out, reference(a, b, bias.contiguous(), "gelu")) < 1e-2
+
+
+def test_non_contiguous_bias_small_float32(device):
+    # The issue's example: autokernel.matmul(a, b, torch.arange(12.)[::2]).
+    a, b = torch.randn(5, 7).to(device), torch.randn(7, 6).to(device)
+    out = ak.matmul(a, b, torch.arange(12.0).to(device)[::2])
+    torch.testing.assert_close(out, a @ b + torch.arange(0.0, 12.0, 2.0).to(device), rtol=FP32_TOL, atol=FP32_TOL)
+
+
+def test_linear_non_contiguous_bias(device):
+    x = torch.randn(3, 5, 24).to(device, torch.float16)
+    w = (torch.randn(40, 24) / 24**0.5).to(device, torch.float16)
+    bias = _strided_biases(40, torch.float16, device)["column"]
+    y = ak.linear(x, w, bias, "silu")
+    assert rel_error(y, F.silu(F.linear(x.float(), w.float(), bias.float()))) < 1e-2
+
+
+def _overlapping_outs(device):
+    """(name, a, b, bias, out) where out shares memory with an input."""
+    x = torch.randn(24, 24).to(device)
+    w = torch.randn(24, 24).to(device)
+    buf = torch.randn(40, 24).to(device)
+    yield "out is a", x, w, None, x
+    yield "out is b", x, w, None, w
+    yield "out is b transposed", x, w.t(), None, w
+    yield "out half over a", buf[:24], w, None, buf[12:36]
+    yield "bias is a row of out", x, w, buf[0], buf[:24]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_out_overlapping_an_input_is_rejected(case, device):
+    name, a, b, bias, out = list(_overlapping_outs(device))[case]
+    before = [t.clone() for t in (a, b, out)]
+    with pytest.raises(ValueError, match="out overlaps"):
+        ak.matmul(a, b, bias, out=out)
+    for t, old in zip((a, b, out), before):
+        assert torch.equal(t, old), name  # refused before any launch
+
+
+def test_out_with_elements_sharing_memory_is_rejected(device):
+    a, b = torch.randn(8, 8).to(device), torch.randn(8, 8).to(device)
+    with pytest.raises(ValueError, match="share memory"):
+        ak.matmul(a, b, out=torch.empty(8, 1, device=device).expand(8, 8))
+
+
+def test_out_beside_inputs_in_one_buffer_is_fine(device):
+    # Views of one buffer that touch disjoint elements: halves, and interleaved columns.
+    buf = torch.randn(48, 24).to(device)
+    a, out = buf[:24], buf[24:]
+    b = torch.randn(24, 24).to(device)
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
+    cols = torch.randn(24, 48).to(device)
+    b, out = cols[:, 1::2], cols[:, ::2]
+    ref = a @ b
+    ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)

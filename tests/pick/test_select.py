@@ -1,0 +1,153 @@
+"""The selector: its model, its choice, and what matmul launches by it on a simulated H100."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autokernel import best, runtime, select
+from autokernel.candidates import CANDIDATES
+from autokernel.cli import app
+from autokernel.config import KernelConfig, default_config
+
+H100 = "NVIDIA H100 80GB HBM3"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def h100(monkeypatch):
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: H100)
+    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: 232448)
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
+    best.clear_cache()
+    yield torch.device("cuda")
+    best.clear_cache()
+
+
+def _synthetic_rows(constants: dict[KernelConfig, select.Constants], shapes, noise=0.0, seed=0):
+    rng = random.Random(seed)
+    rows = []
+    for m, n, k in shapes:
+        for config, c in constants.items():
+            f = select.features(config, m, n, k, torch.float16, True, 132)
+            us = c.predict_us(*f) * (1 + noise * rng.uniform(-1, 1))
+            rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": "nt",
+                         "config": json.loads(config.to_json()), "gpu_ms": us / 1e3, "status": "success"})
+    return rows
+
+
+def test_fit_recovers_a_known_model():
+    truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0),
+             CANDIDATES[-1]: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0)}
+    rng = random.Random(1)
+    shapes = [(rng.choice([1, 16, 256, 2048, 8192]), rng.choice([1024, 4096, 14336]), rng.choice([1024, 4096, 11008]))
+              for _ in range(40)]
+    fitted = select.fit(_synthetic_rows(truth, shapes, noise=0.02), steps=800)
+    for config, c in truth.items():
+        got = fitted[select.config_id(config)]
+        for m, n, k in [(4096, 4096, 4096), (16, 11008, 4096), (2048, 1024, 1024)]:
+            f = select.features(config, m, n, k, torch.float16, True, 132)
+            assert got.predict_us(*f) == pytest.approx(c.predict_us(*f), rel=0.1), (config.short(), m, n, k)
+
+
+def test_model_json_round_trips_and_a_bad_file_is_one_line():
+    model = select.Model("GPU X", 132, {select.config_id(CANDIDATES[0]): select.Constants(1.0, 0.01, 0.9, 2.0)})
+    again = select.Model.from_json(model.to_json())
+    assert again.device == "GPU X" and again.constants == model.constants
+    with pytest.raises(ValueError) as err:
+        select.Model.from_json('{"schema": 99}', "x.json")
+    assert "x.json is not a selector file" in str(err.value) and "\n" not in str(err.value)
+
+
+def _model(fast: KernelConfig, others_us: float = 100.0, fast_us: float = 50.0) -> select.Model:
+    """A model that predicts ``fast`` at fast_us and every other candidate near others_us,
+    whatever the shape (b = 0, memory term negligible)."""
+    constants = {}
+    for c in CANDIDATES:
+        us = fast_us if c == fast else others_us
+        constants[select.config_id(c)] = select.Constants(a=0.0, b=0.0, e=1e9, d=us)
+    return select.Model("GPU X", 132, constants)
+
+
+def _choose(model, m=4096, n=4096, k=4096, **kw):
+    default = kw.pop("default", default_config(m, n, k, torch.float16, gpu=True))
+    return select.choose(model, m, n, k, torch.float16, tma=kw.pop("tma", True), default=default, **kw)
+
+
+def test_choose_takes_the_fastest_prediction_and_says_why():
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    choice = _choose(_model(fast))
+    assert choice.config == fast and choice.source == "selected"
+    assert choice.ranked[0].config == fast and "predicted 50.0" in choice.reason
+
+
+def test_the_default_stays_unless_beaten_by_the_margin():
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    default = default_config(4096, 4096, 4096, torch.float16, gpu=True)
+    choice = _choose(_model(fast, others_us=100.0, fast_us=98.0), default=default)
+    assert choice.config == default and "within 3%" in choice.reason
+
+
+def test_configs_that_do_not_fit_are_never_chosen():
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    choice = _choose(_model(fast), fits=lambda c: c != fast)
+    assert choice.config != fast and all(s.config != fast for s in choice.ranked)
+
+
+def test_a_tuned_entry_of_another_shape_is_scored_not_handed_over():
+    tuned = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=16, num_warps=8, num_stages=3,
+                         variant="tma", flatten=True)
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    choice = _choose(_model(fast), tuned=((tuned, "shipped, 4096x4096x11008"),))
+    scored = next(s for s in choice.ranked if s.config == tuned)
+    assert scored.predicted_us == pytest.approx(100.0) and scored.scored_as is not None
+    assert choice.config == fast
+
+
+def test_unaligned_rows_along_k_leave_the_pointer_kernels_out_where_tma_runs():
+    assert not select.rows_aligned(1000, "nt") and select.rows_aligned(1024, "nt") and select.rows_aligned(1000, "tn")
+    fast = next(c for c in CANDIDATES if c.variant == "grouped" and c.block_m == 128 and c.split_k == 1)
+    choice = _choose(_model(fast), m=568, n=2816, k=1000, aligned=False)
+    assert select.kernel_kind(choice.config, True) == "tma"
+    assert _choose(_model(fast), m=568, n=2816, k=1000, aligned=True).config == fast
+    # No TMA kernel to run: the pointer kernels stay.
+    assert select.kernel_kind(_choose(_model(fast), m=568, n=2816, k=1000, tma=False, aligned=False).config,
+                              False) != "tma"
+
+
+def test_matmul_picks_by_the_selector_on_a_simulated_h100(h100):
+    config, source = best.resolve(3072, 3072, 3072, torch.bfloat16, "none", False, h100, layout="nt")
+    choice = best.choice(3072, 3072, 3072, torch.bfloat16, "none", False, h100, layout="nt")
+    assert (config, source) == (choice.config, "selected")
+    # An exact tuned entry wins; its layout must match.
+    entry = next(e for e in best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries
+                 if (e.M, e.N, e.K, e.dtype, e.layout) == (8192, 8192, 8192, "float16", "nn"))
+    assert best.resolve(8192, 8192, 8192, torch.float16, "none", False, h100, layout="nn") == (entry.config, "shipped")
+    other, source = best.resolve(8192, 8192, 8192, torch.float16, "none", False, h100, layout="nt")
+    assert source != "shipped"
+
+
+def test_the_shipped_model_scores_every_candidate():
+    model = select.Model.from_json((best.SHIPPED_DIR / "selector" / "nvidia-h100-80gb-hbm3.json").read_text())
+    assert best.device_key(model.device) == "nvidia-h100-80gb-hbm3" and model.programs == 132
+    missing = [c.short() for c in CANDIDATES if select.config_id(c) not in model.constants]
+    assert missing == []
+
+
+def test_explain_prints_the_ranking_and_the_pick(h100):
+    result = CliRunner().invoke(app, ["explain", "--m", "3072", "--n", "3072", "--k", "3072", "-d", "bf16",
+                                      "--device", "h100", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    config, _ = best.resolve(3072, 3072, 3072, torch.bfloat16, "none", False, h100, layout="nt")
+    assert KernelConfig.from_dict(out["config"]) == config and out["source"] == "selected"
+    times = [r["predicted_us"] for r in out["ranked"] if r["predicted_us"] is not None]
+    assert times == sorted(times) and len(times) > 3
+    bad = CliRunner().invoke(app, ["explain", "--m", "8", "--n", "8", "--k", "8", "--device", "no-such-gpu"])
+    assert bad.exit_code == 2 and "no selector model" in bad.output

@@ -1,0 +1,389 @@
+"""Worker evaluation: bad candidates (raise, os._exit, segfault, hang) become failed trials
+and the run goes on; compile and timing phases; re-timing; Ctrl-C; the GPU-time reader."""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel import runtime, timing
+from autokernel.config import KernelConfig
+from autokernel.evaluate import Trial, evaluate
+from autokernel.history import is_retimed
+from autokernel.records import Problem
+from autokernel.tuning.evaluator import RETIMED, suspicious_pair
+from autokernel.tuning.replay import ReplayEvaluator
+from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, WorkerEvaluator
+from tests.helpers import BIG_SHAPE
+
+pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
+
+# Odd sizes, a transposed A, bias and activation: small enough for the interpreter.
+PROBLEM = Problem(37, 29, 45, "float32", "relu", bias=True, layout="tn")
+GOOD = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1)
+TIMEOUT_S = 5.0  # a good candidate takes < 1 s: room for a loaded machine
+
+
+class OutOfResources(Exception):
+    """Named like Triton's: the status comes from the class name."""
+
+
+class CompilationError(Exception):
+    """Named like Triton's."""
+
+
+# group_m picks how a test candidate misbehaves (GOOD has group_m=1).
+BEHAVIOUR = {2: "raise", 3: "out_of_resources", 4: "exit", 5: "segfault", 6: "hang", 7: "compile_error"}
+
+
+def candidate(behaviour: str) -> KernelConfig:
+    code = next(c for c, b in BEHAVIOUR.items() if b == behaviour)
+    return GOOD.model_copy(update={"group_m": code})
+
+
+HANGING_MARKER = "AUTOKERNEL_TEST_HANGING"
+"""Where a hanging candidate marks that it has begun (a path in the environment, if set)."""
+
+
+def misbehave(config: KernelConfig) -> None:
+    """Do what the config's group_m asks; return for a good one."""
+    what = BEHAVIOUR.get(config.group_m)
+    if what == "raise":
+        raise ValueError("a bad candidate")
+    if what == "out_of_resources":
+        raise OutOfResources("out of resource: shared memory, Required: 999999")
+    if what == "compile_error":
+        raise CompilationError("at 1:2: a bad candidate")
+    if what == "exit":
+        os._exit(1)
+    if what == "segfault":
+        ctypes.string_at(0)
+    if what == "hang":
+        if marker := os.environ.get(HANGING_MARKER):
+            Path(marker).touch()  # the test sees that this candidate is under way
+        time.sleep(600)
+
+
+def flaky_evaluate(problem: Problem, config: KernelConfig) -> Trial:
+    """The timing worker's task: misbehave, or really evaluate."""
+    misbehave(config)
+    return evaluate(problem, config)
+
+
+def flaky_compile(problem: Problem, config: KernelConfig) -> Trial | None:
+    """The compile worker's task: misbehave, or pass the candidate on."""
+    misbehave(config)
+    return None
+
+
+def uncompiled(problem: Problem, config: KernelConfig) -> str:
+    """The probe's task when nothing is in Triton's cache: every candidate needs a compile worker."""
+    return NOT_COMPILED
+
+
+def cached_unless_staged(problem: Problem, config: KernelConfig) -> str | None:
+    """The probe's task where the candidates with num_stages 1 are cached: misbehave, or
+    launch; the others need compiling."""
+    if config.num_stages != 1:
+        return NOT_COMPILED
+    misbehave(config)
+    return None
+
+
+def refusing_compile(problem: Problem, config: KernelConfig) -> Trial:
+    """A compile worker's task that marks every candidate it sees, by failing it."""
+    return Trial(problem, config, "compile_error", error="seen by a compile worker")
+
+
+def batch_race(problem: Problem, configs) -> list[Trial]:
+    """A race task: misbehave for any config that asks, else one trial per config, each
+    noting the size of the batch it was timed in."""
+    for config in configs:
+        misbehave(config)
+    return [Trial(problem, c, "success", ms=1.0 + i, timing="interpreter", note=f"batch of {len(configs)}")
+            for i, c in enumerate(configs)]
+
+
+def test_retime_times_its_configs_together_in_one_task():
+    configs = [GOOD, GOOD.model_copy(update={"num_stages": 2}), GOOD.model_copy(update={"num_warps": 2})]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, race_fn=batch_race, timeout_s=TIMEOUT_S, spare=False) as ev:
+        trials = ev.retime(PROBLEM, configs, on_trial=seen.append)
+    assert seen == trials and [t.config for t in trials] == configs
+    assert [t.note for t in trials] == [f"batch of 3; {RETIMED}"] * 3
+    assert [t.ms for t in trials] == [1.0, 2.0, 3.0]
+
+
+def test_a_race_that_kills_its_worker_fails_every_config_and_the_run_goes_on():
+    configs = [GOOD, candidate("exit")]
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, race_fn=batch_race, timeout_s=TIMEOUT_S, spare=False) as ev:
+        lost = ev.retime(PROBLEM, configs)
+        hung = ev.retime(PROBLEM, [GOOD, candidate("hang")])
+        after = ev.evaluate(PROBLEM, [GOOD])
+    assert [t.config for t in lost] == configs
+    assert [t.status for t in lost] == ["runtime_error", "runtime_error"]
+    assert all("timing worker died (exit code 1)" in t.error and t.note == BATCH_LOST for t in lost)
+    assert [t.status for t in hung] == ["timeout", "timeout"]
+    assert not any(is_retimed(t.note) for t in lost + hung)  # no config's reading: it supersedes none
+    assert f"no result within {2 * TIMEOUT_S:g} s" in hung[0].error  # the batch's limit: per config
+    assert after[0].status == "success" and after[0].rel_error <= 1e-4
+
+
+def test_bad_candidates_become_failed_trials_and_the_run_goes_on():
+    configs = [GOOD, candidate("raise"), candidate("out_of_resources"), candidate("exit"), GOOD,
+               candidate("segfault"), candidate("hang"), GOOD]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=TIMEOUT_S) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+    assert seen == trials  # every trial, in order, as it became final
+    assert [t.config for t in trials] == configs
+    assert [t.status for t in trials] == ["success", "runtime_error", "out_of_resources", "runtime_error",
+                                          "success", "runtime_error", "timeout", "success"]
+    errors = [t.error for t in trials]
+    assert errors[1] == "ValueError: a bad candidate"
+    assert errors[2].startswith("OutOfResources: out of resource")
+    assert "timing worker died (exit code 1)" in errors[3]
+    assert "timing worker died (killed by SIGSEGV)" in errors[5]
+    assert f"no result within {TIMEOUT_S:g} s" in errors[6]
+    for t in (trials[0], trials[4], trials[7]):  # the good ones, before and after each restart
+        assert t.error is None and t.rel_error <= 1e-4
+        assert t.ms > 0 and t.timing == "interpreter" and t.gpu_ms is None
+
+
+def test_compile_phase_records_failures_and_only_survivors_are_timed():
+    """The GPU's two phases, driven on the CPU. A compile failure that went on to the
+    timing worker would be reported twice."""
+    configs = [GOOD, candidate("compile_error"), candidate("exit"), GOOD]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, probe_fn=uncompiled,
+                         compile_workers=2, spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+        assert set(evaluator.phase_s) == {"probe", "compile", "timing"}
+    assert [t.status for t in trials] == ["success", "compile_error", "compile_error", "success"]
+    assert trials[1].error == "CompilationError: at 1:2: a bad candidate"
+    assert "compile worker died (exit code 1)" in trials[2].error
+    # Each candidate is reported once: the compile failures first, then the timed ones in order.
+    assert len(seen) == len(configs)
+    assert {id(t) for t in seen[:2]} == {id(t) for t in trials[1:3]}
+    assert seen[2:] == [trials[0], trials[3]]
+    assert all(t.rel_error <= 1e-4 for t in seen[2:])
+
+
+def compile_workers_alive() -> list:
+    return [p for p in multiprocessing.active_children() if p.name == "autokernel-compile"]
+
+
+def test_only_candidates_missing_from_the_cache_go_to_compile_workers():
+    """The probe (in the timing worker) launches the cached candidates itself; a failure
+    there is final; the rest go to compile workers, as many as they need."""
+    staged = GOOD.model_copy(update={"num_stages": 2})
+    configs = [GOOD, staged, candidate("out_of_resources"), GOOD.model_copy(update={"block_k": 32})]
+    seen: list[Trial] = []
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=refusing_compile, probe_fn=cached_unless_staged,
+                         compile_workers=4, spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
+        assert len(compile_workers_alive()) == 1  # one candidate to compile: one worker, not four
+    assert [t.status for t in trials] == ["success", "compile_error", "out_of_resources", "success"]
+    assert trials[1].error == "seen by a compile worker"
+    assert trials[2].error.startswith("OutOfResources")
+    assert len(seen) == 4 and seen[:2] == [trials[2], trials[1]]  # the probe's and compile phase's failures first
+
+
+def test_a_rerun_whose_candidates_are_all_cached_starts_no_compile_worker():
+    configs = [GOOD, GOOD.model_copy(update={"block_k": 32})]
+    with WorkerEvaluator(compile_fn=refusing_compile, probe_fn=cached_unless_staged, compile_workers=4,
+                         spare=False) as evaluator:
+        evaluator.start()  # the timing worker only
+        trials = evaluator.evaluate(PROBLEM, configs)
+        assert set(evaluator.phase_s) == {"probe", "timing"}
+        assert compile_workers_alive() == []
+    assert [t.status for t in trials] == ["success", "success"]
+    assert all(t.rel_error <= 1e-4 for t in trials)
+
+
+def test_baseline_is_measured_in_the_timing_worker():
+    seen: list[Trial] = []
+    with WorkerEvaluator(spare=False) as evaluator:
+        trial = evaluator.baseline(PROBLEM, on_trial=seen.append)
+    assert seen == [trial]
+    assert trial.kernel == "torch" and trial.config is None and trial.status == "success", trial.error
+    assert trial.rel_error <= 1e-4 and trial.ms > 0 and trial.timing == "interpreter"
+
+
+def test_the_worker_module_leaves_torch_to_the_workers():
+    """So that the CLI starts the timing worker before it imports torch itself, and the two
+    imports overlap."""
+    import subprocess
+    import sys
+
+    code = "import sys, autokernel.tuning.worker; print(sorted({'torch', 'triton'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_real_problem_end_to_end_through_the_production_workers():
+    """The default tasks (compile_candidate, then evaluate with graph_time) in their workers."""
+    configs = [GOOD, KernelConfig(block_m=32, block_n=16, block_k=32, group_m=8, num_warps=2, num_stages=2)]
+    with WorkerEvaluator(compile_workers=1, spare=False) as evaluator:
+        trials = evaluator.evaluate(PROBLEM, configs)
+        retimed = evaluator.retime(PROBLEM, configs)
+    for t in trials + retimed:
+        assert t.status == "success", t.error
+        assert t.rel_error <= 1e-4 and t.ms > 0 and t.timing == "interpreter"
+        assert t.gpu_ms is None  # no GPU: no CUDA-graph time, and rank_ms falls back to ms
+        assert t.rank_ms == t.ms
+    assert [t.note for t in trials] == [None, None]
+    assert [t.note for t in retimed] == [RETIMED, RETIMED]
+    assert [t.config for t in retimed] == configs
+
+
+def test_ctrl_c_kills_the_workers_and_keeps_finished_trials(tmp_path, monkeypatch):
+    assert threading.current_thread() is threading.main_thread()  # where SIGINT lands
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))  # the workers inherit it
+    before = set(multiprocessing.active_children())
+    seen: list[Trial] = []
+    workers = []
+    done = threading.Event()
+
+    def ctrl_c_once_the_candidate_hangs() -> None:
+        # Ctrl-C while the next candidate hangs in its worker; sent to the main thread, as
+        # a process-wide signal may land in any thread and leave the main one waiting.
+        deadline = time.monotonic() + 30
+        while not hanging.exists() and not done.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if hanging.exists() and not done.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    def on_trial(trial: Trial) -> None:
+        seen.append(trial)
+        workers.extend(set(multiprocessing.active_children()) - before)
+        if len(seen) == 1:
+            threading.Thread(target=ctrl_c_once_the_candidate_hangs, daemon=True).start()
+
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=45, spare=False)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.evaluate(PROBLEM, [GOOD, candidate("hang"), GOOD], on_trial=on_trial)
+    finally:
+        done.set()
+    assert hanging.exists()
+    assert [t.status for t in seen] == ["success"]
+    assert workers and not any(p.is_alive() for p in workers)
+    assert time.monotonic() - start < 40  # the interrupt, not the hang's timeout, ended it
+
+
+def _trial(config: KernelConfig, ms: float | None, gpu_ms: float | None = None, note: str | None = None,
+           status: str = "success") -> Trial:
+    return Trial(PROBLEM, config, status, ms=ms, gpu_ms=gpu_ms, note=note, timing="gpu")
+
+
+def test_suspicious_pair_finds_a_winner_far_ahead_until_it_is_retimed():
+    a, b, c = GOOD, candidate("raise"), candidate("exit")
+    close = [_trial(a, 1.0, 0.95), _trial(b, 1.0, 1.0), _trial(c, None, status="compile_error")]
+    assert suspicious_pair(close) is None  # 5 % ahead
+    far = [_trial(a, 1.0, 0.8), _trial(b, 0.9, 1.0), _trial(c, 2.0, 2.0)]
+    winner, runner_up = suspicious_pair(far)  # ranks by gpu_ms, not ms
+    assert (winner.config, runner_up.config) == (a, b)
+    # Re-timed trials stand for their configs: the winner confirmed is not re-timed again...
+    assert suspicious_pair(far + [_trial(a, 1.0, 0.7, RETIMED), _trial(b, 0.9, 1.0, RETIMED)]) is None
+    # ...and a re-timed number replaces a faster first reading.
+    winner, runner_up = suspicious_pair(far + [_trial(a, 1.0, 1.5, RETIMED)])
+    assert (winner.config, runner_up.config) == (b, a)
+    assert suspicious_pair([_trial(a, 1.0, 0.8)]) is None
+
+
+def test_replay_retime_gives_the_recorded_trials_marked(sweep):
+    replay = ReplayEvaluator(sweep)
+    problem = Problem(*BIG_SHAPE)
+    configs = replay.space(problem).configs()[:3]
+    seen: list[Trial] = []
+    again = replay.retime(problem, configs, on_trial=seen.append)
+    assert seen == again and [t.config for t in again] == configs
+    assert [t.note for t in again] == [f"replayed; {RETIMED}"] * 3
+    first = replay.evaluate(problem, configs)
+    assert [t.note for t in first] == ["replayed"] * 3  # the recorded table is left alone
+    assert [t.gpu_ms for t in again] == [t.gpu_ms for t in first]
+
+
+def test_gpu_time_cycles_the_input_sets_through_one_graph(monkeypatch):
+    """The host side of timing.gpu_time: the CUDA-graph bench is Triton's."""
+    import triton.testing
+
+    calls = []
+
+    def fake_bench(fn, rep, return_mode):
+        assert return_mode == "median"
+        for _ in range(5):
+            fn()
+        return 0.25
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", fake_bench)
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    assert timing.gpu_time(lambda x: calls.append(x), rotate=[(0,), (1,)]) == 0.25
+    assert calls == [0, 1, 0, 1, 0]
+    monkeypatch.setattr(runtime, "INTERPRETER", True)
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        timing.gpu_time(lambda: None)
+
+
+def test_probing_triton_cache_raises_for_a_missing_kernel_instead_of_compiling(tmp_path, monkeypatch):
+    from triton.runtime.cache import get_cache_manager
+
+    from autokernel.tuning import triton_cache
+    from autokernel.tuning.worker import probe_candidate
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(triton_cache.MANAGER_ENV, raising=False)
+    assert triton_cache.can_probe()
+    manager = get_cache_manager("ab" * 32)  # Triton's own lookup takes the class from the environment
+    assert isinstance(manager, triton_cache.CacheOnlyManager)
+    assert manager.get_group("kernel.json") is None  # not probing: a miss is Triton's to compile
+    with triton_cache.cache_only() as missed:
+        with pytest.raises(triton_cache.NotCompiled):
+            manager.get_group("kernel.json")
+        assert missed()
+    manager.put_group("kernel.json", {"kernel.json": manager.put("{}", "kernel.json")})
+    with triton_cache.cache_only() as missed:
+        assert set(manager.get_group("kernel.json")) == {"kernel.json"}
+        assert not missed()
+    # A cache manager of the user's own stays: no probing, every candidate goes to the compile workers.
+    monkeypatch.setenv(triton_cache.MANAGER_ENV, "somewhere:Else")
+    assert not triton_cache.can_probe()
+    assert probe_candidate(PROBLEM, GOOD) == NOT_COMPILED
+
+
+def test_retime_with_an_evaluate_fn_fails_only_the_config_that_raises():
+    """With an injected evaluate_fn the re-time is each_candidate in one task: a config that
+    raises fails alone, as it did in a task of its own (review finding)."""
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, timeout_s=TIMEOUT_S, spare=False) as ev:
+        trials = ev.retime(PROBLEM, [GOOD, candidate("raise")])
+    assert [t.status for t in trials] == ["success", "runtime_error"]
+    assert trials[1].error == "ValueError: a bad candidate"
+
+
+def test_precompile_runs_the_compile_phase_alone_and_reports_each_config():
+    """WorkerEvaluator.precompile (scripts/tune_sbs.py's warm-up): every config goes to a
+    compile worker, failures come back as trials, successes as None, nothing is timed."""
+    configs = [GOOD, candidate("compile_error"), candidate("exit")]
+    heard: dict[int, Trial | None] = {}
+    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, compile_workers=2,
+                         spare=False) as evaluator:
+        assert evaluator.precompile(PROBLEM, configs, lambda i, trial: heard.__setitem__(i, trial))
+        assert "timing" not in evaluator.phase_s
+    assert sorted(heard) == [0, 1, 2] and heard[0] is None
+    assert heard[1].status == heard[2].status == "compile_error"
+    assert "compile worker died (exit code 1)" in heard[2].error
+
+
+def test_precompile_without_compile_workers_compiles_nothing():
+    with WorkerEvaluator(compile_workers=0, spare=False) as evaluator:
+        assert evaluator.precompile(PROBLEM, [GOOD]) is False
