@@ -2,7 +2,7 @@
 power-of-two sub-tiles (192 = 128 + 64), one accumulator per sub-tile pair; nt layout, no
 epilogue. Raced against cuBLAS and our best power-of-two TMA configs on mid-size problems.
 Usage: python3 docs/runs/mid/tile192_probe.py OUT.jsonl [--check]  (--check: correctness under the
-interpreter at small sizes). As run on the H100 from commit 01d050c after source scripts/device_env.sh."""
+interpreter at small sizes). As run on the H100 from commit 01d050c after source benchmarks/device_env.sh."""
 import json, math, sys
 import torch
 import triton

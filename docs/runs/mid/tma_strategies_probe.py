@@ -5,7 +5,7 @@ GPU time per call (timing.race: CUDA graphs interleaved).
 As run on the H100 (seed 46704), from a checkout of commit 4cef5a2 (the TMA kernel with its
 stream-K variant) with the previous kernel file beside it:
     git show 3f104b7:autokernel/kernels/matmul_tma.py > old_matmul_tma.py
-    source scripts/device_env.sh; python3 docs/runs/mid/tma_strategies_probe.py out.jsonl 46704
+    source benchmarks/device_env.sh; python3 docs/runs/mid/tma_strategies_probe.py out.jsonl 46704
 """
 import importlib.util, json, math, random, sys, time
 import torch
