@@ -98,8 +98,9 @@ def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
              A_LEAD: tl.constexpr, B_LEAD: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """(acc, offs_m, offs_n): the float32 product of output tile (pid_m, pid_n) over
-    ``iters`` BLOCK_K steps of K from step ``k_iter`` (a slice of the K loop, for the
-    split-K and stream-K kernels), with the tile's row and column indices."""
+    ``iters`` BLOCK_K steps of K from step ``k_iter`` (the whole K loop in the one-pass
+    kernel, a slice of it in the split-K and stream-K kernels), with the tile's row and
+    column indices."""
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # As in the one-pass kernel: edge rows/cols wrap onto valid ones, the store masks them.
@@ -140,23 +141,9 @@ def _matmul_kernel(
     GROUP_M: tl.constexpr,
 ):
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # Rows/cols past the edge wrap onto valid ones, so the K loop needs no M/N mask;
-    # the store below masks them out.
-    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
-    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    if INDEX_64:
-        offs_am = offs_am.to(tl.int64)
-        offs_bn = offs_bn.to(tl.int64)
-    a_ptrs, b_ptrs = operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, offs_k, stride_am, stride_ak, stride_bk, stride_bn,
-                                  A_LEAD, B_LEAD)
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, 0, tl.cdiv(K, BLOCK_K), K, stride_ak, stride_bk,
-                       EVEN_K, UPCAST, BLOCK_K)
+    acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, 0, tl.cdiv(K, BLOCK_K), M, N, K,
+                                   stride_am, stride_ak, stride_bk, stride_bn,
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, BLOCK_M, BLOCK_N, BLOCK_K)
     store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                    z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 
