@@ -81,7 +81,7 @@ def persistent_programs(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-_SCRATCH: dict[tuple[int, int], torch.Tensor] = {}
+_BUFFERS: dict[tuple, torch.Tensor] = {}
 
 # Why a launch on stream 0 needs no capture check. Handle 0 is what torch's default
 # stream returns, and Triton's launcher hands it to cuLaunchKernelEx (the driver API,
@@ -95,22 +95,32 @@ _SCRATCH: dict[tuple[int, int], torch.Tensor] = {}
 # (torch._C._cuda_isCurrentStreamCapturing, a CUDA call) is asked on other streams only.
 
 
-def scratch_buffer(size: int, stream: int) -> torch.Tensor:
-    """At least ``size`` bytes of global scratch for a launch on ``stream`` (a raw CUDA
-    stream handle) of the current device: one cached buffer per (device, stream), since
+def stream_buffer(name: str, numel: int, device, stream: int, dtype: torch.dtype = torch.int8, *,
+                  zeroed: bool = False, at_least: int = 0) -> torch.Tensor:
+    """A buffer of at least ``numel`` elements for launches on ``stream`` (a raw CUDA stream
+    handle; 0 off the GPU) of ``device``: one cached per (name, device, stream), since
     launches on one stream run in order and may share it. The device is part of the key:
-    every GPU's default stream has handle 0."""
+    every GPU's default stream has handle 0. ``zeroed``: made with zeros (a kernel that
+    uses it leaves it so); ``at_least``: the smallest size to make, so that it seldom grows."""
+    make = torch.zeros if zeroed else torch.empty
     if stream and torch._C._cuda_isCurrentStreamCapturing():  # torch.cuda.is_current_stream_capturing, one call less
         # A CUDA graph owns what is allocated while it is captured: a temporary there,
-        # or the graph pool could hand the cached buffer to another tensor. (Stream 0
-        # is never captured: see above.)
-        return torch.empty(size, dtype=torch.int8, device=torch.cuda.current_device())
-    device = torch.cuda.current_device()
-    buf = _SCRATCH.get((device, stream))
-    if buf is None or buf.numel() < size:
-        buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device=device)
-        _SCRATCH[(device, stream)] = buf
+        # or the graph pool could hand the cached buffer to another tensor, and a graph
+        # replayed beside eager launches must not share their buffer. (Stream 0 is never
+        # captured: see above.)
+        return make(numel, dtype=dtype, device=device)
+    key = (name, device, stream)
+    buf = _BUFFERS.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = make(max(numel, at_least), dtype=dtype, device=device)
+        _BUFFERS[key] = buf
     return buf
+
+
+def scratch_buffer(size: int, stream: int) -> torch.Tensor:
+    """At least ``size`` bytes of global scratch for a launch on ``stream`` of the current
+    device (the TMA kernel's descriptors): a ``stream_buffer``."""
+    return stream_buffer("scratch", size, torch.cuda.current_device(), stream, at_least=1 << 16)
 
 
 def scratch_allocator(size: int, alignment: int, stream) -> torch.Tensor:
@@ -154,7 +164,7 @@ class KernelLaunch:
             stream = torch._C._cuda_getCurrentRawStream(self.device_index)
             if stream and self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
                 # The graph being captured gets a scratch buffer of its own (scratch_buffer).
-                # Stream 0 is never captured (see _SCRATCH): eager launches on the default
+                # Stream 0 is never captured (see stream_buffer): eager launches on the default
                 # stream, the common case, skip the CUDA call that asks.
                 prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
             else:

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch, persistent_programs
+from autokernel.kernels.launch import KernelLaunch, persistent_programs, stream_buffer
 from autokernel.kernels.matmul import grouped_tile, pointer_kernel_args, tile_acc
 
 
@@ -114,30 +114,14 @@ def tail_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int,
     return sk_tiles, triton.cdiv(sk_tiles * k_tiles, programs)
 
 
-class _Locks:
-    """Per-tile lock counters, one zeroed int32 buffer per (device, stream), grown on
-    demand. Each launch leaves its locks at 0 (owners reset them), so the buffer needs no
-    memset per call; launches on one stream run in order and may share it."""
-
-    def __init__(self):
-        self.buffers: dict[tuple, torch.Tensor] = {}
-
-    def get(self, device: torch.device, size: int) -> torch.Tensor:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            # A graph gets locks of its own, allocated (zeroed) in its pool while it is
-            # captured: a replay may run on any stream, beside eager launches that use the
-            # cached buffer, and mixed counts would release an owner early or never.
-            return torch.zeros(size, dtype=torch.int32, device=device)
-        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-        buf = self.buffers.get((device, stream))
-        if buf is not None and buf.numel() >= size:
-            return buf
-        buf = torch.zeros(max(size, 1024), dtype=torch.int32, device=device)
-        self.buffers[(device, stream)] = buf
-        return buf
-
-
-_LOCKS = _Locks()
+def tile_locks(device: torch.device, size: int) -> torch.Tensor:
+    """Per-tile lock counters: a zeroed int32 ``stream_buffer`` of the current stream. Each
+    launch leaves its locks at 0 (owners reset them), so the buffer needs no memset per
+    call; launches on one stream run in order and may share it, and a CUDA graph being
+    captured gets locks of its own (a replay may run beside eager launches, and mixed
+    counts would release an owner early or never)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    return stream_buffer("locks", size, device, stream, torch.int32, zeroed=True, at_least=1024)
 
 
 class StreamKLaunch:
@@ -151,7 +135,7 @@ class StreamKLaunch:
 
     def __call__(self, a, b, c, bias, z) -> None:
         ws = torch.empty(self.workspace_shape if self.sk_tiles else (1,), dtype=torch.float32, device=c.device)
-        self.kernel(a, b, c, bias, z, ws, _LOCKS.get(c.device, max(self.sk_tiles, 1)))
+        self.kernel(a, b, c, bias, z, ws, tile_locks(c.device, max(self.sk_tiles, 1)))
 
 
 def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None,

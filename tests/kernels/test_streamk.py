@@ -109,7 +109,11 @@ def test_runs_repeat_bitwise_and_leave_the_locks_at_zero(device):
     a, b, bias = inputs(20, 20, 128, torch.float32, device, seed=9)
     first, launch = run(a, b, bias, "relu", cfg(), 5)
     assert launch.sk_tiles == 4
-    for buf in streamk._LOCKS.buffers.values():
+    from autokernel.kernels import launch as launch_module
+
+    locks = [buf for key, buf in launch_module._BUFFERS.items() if key[0] == "locks"]
+    assert locks
+    for buf in locks:
         assert not buf.any()  # owners reset their tile's lock: the next launch starts from 0
     again, _ = run(a, b, bias, "relu", cfg(), 5)
     assert torch.equal(first, again)  # partials summed in program order, no float atomics
@@ -197,18 +201,24 @@ def test_a_captured_graph_gets_locks_of_its_own(monkeypatch):
     an owner early, or never). torch's CUDA calls are stand-ins; the caching is real."""
     import types
 
+    from autokernel.kernels import launch as launch_module
+
     capturing = [False]
     monkeypatch.setattr(streamk, "torch", types.SimpleNamespace(
-        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000),
-                                   is_current_stream_capturing=lambda: capturing[0]),
-        zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), int32=torch.int32))
-    locks = streamk._Locks()
+        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000)),
+        int32=torch.int32))
+    monkeypatch.setattr(launch_module, "torch", types.SimpleNamespace(
+        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0]),
+        zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), empty=torch.empty, int8=torch.int8))
+    monkeypatch.setattr(launch_module, "_BUFFERS", {})
+
     class Gpu:  # hashable, like a torch.device
         type = "cuda"
 
     gpu = Gpu()
-    eager = locks.get(gpu, 88)
-    assert locks.get(gpu, 50) is eager  # cached per (device, stream)
+    eager = streamk.tile_locks(gpu, 88)
+    assert eager.dtype == torch.int32 and eager.numel() >= 88 and not eager.any()
+    assert streamk.tile_locks(gpu, 50) is eager  # cached per (device, stream)
     capturing[0] = True
-    in_graph = locks.get(gpu, 88)
+    in_graph = streamk.tile_locks(gpu, 88)
     assert in_graph is not eager and not in_graph.any()

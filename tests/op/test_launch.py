@@ -468,8 +468,8 @@ def test_scratch_is_per_device_and_stream(monkeypatch):
     monkeypatch.setattr(launch, "torch", types.SimpleNamespace(
         _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=is_capturing),
         cuda=types.SimpleNamespace(current_device=lambda: current[0]),
-        empty=lambda n, dtype, device: Buf(n, device), int8=torch.int8))
-    monkeypatch.setattr(launch, "_SCRATCH", {})
+        empty=lambda n, dtype, device: Buf(n, device), zeros=None, int8=torch.int8))
+    monkeypatch.setattr(launch, "_BUFFERS", {})
     on0 = launch.scratch_buffer(4096, 0)
     assert launch.scratch_buffer(100, 0) is on0  # cached per stream
     current[0] = 1
