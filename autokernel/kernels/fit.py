@@ -9,8 +9,8 @@ gelu, gelu_tanh or silu). The activation itself changes nothing: relu, gelu, gel
 silu compiled to the same figures. ``fit_config`` shrinks a config that does not fit.
 
 The figures follow what Triton 3.9 allocates for sm_90 (``.metadata.shared`` of the
-compiled kernels: tests/fit_sm90.py compiles a grid of configs and modes, and
-tests/test_fit.py holds every estimate at or above the compiled figure, and at most 12 %
+compiled kernels: tests/kernels/fit_sm90.py compiles a grid of configs and modes, and
+tests/kernels/test_fit.py holds every estimate at or above the compiled figure, and at most 12 %
 or 8 KiB over it for the tiles the library and the tuner pick; it is looser for tiny
 pipelines, block_k <= 32 at one or two stages). What takes shared memory:
 

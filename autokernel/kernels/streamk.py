@@ -145,7 +145,7 @@ def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, in
     the persistent grid, by default one program per SM (3 under the interpreter, as for
     the TMA kernel); tests set it to place the tail. With ``z``, Z = A @ B + bias too.
     ``split_tail=False`` splits no tile: the same persistent kernel, data-parallel only,
-    the baseline that shows what the split itself costs or gains (scripts/streamk_gpu.py)."""
+    the baseline that shows what the split itself costs or gains (docs/kernel-notes.md)."""
     M, K = a.shape
     N = b.shape[1]
     programs = programs or persistent_programs(c.device)

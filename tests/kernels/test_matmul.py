@@ -230,7 +230,7 @@ def test_epilogue_stores_preactivation_beside_output(variant, device):
     assert rel_error(y, reference(a, b, bb, "silu")) < 1e-2
 
 
-# ---- hardening (issue 11): strided bias, outputs that overlap inputs ----
+# ---- hardening: strided bias, outputs that overlap inputs ----
 
 def _strided_biases(n, dtype, device):
     """Non-contiguous biases of length n: a slice with step 2, a column of a matrix, a
@@ -254,7 +254,7 @@ def test_non_contiguous_bias(kind, variant, device):
 
 
 def test_non_contiguous_bias_small_float32(device):
-    # The issue's example: autokernel.matmul(a, b, torch.arange(12.)[::2]).
+    # A strided bias, as a user passes it: autokernel.matmul(a, b, torch.arange(12.)[::2]).
     a, b = torch.randn(5, 7).to(device), torch.randn(7, 6).to(device)
     out = ak.matmul(a, b, torch.arange(12.0).to(device)[::2])
     torch.testing.assert_close(out, a @ b + torch.arange(0.0, 12.0, 2.0).to(device), rtol=FP32_TOL, atol=FP32_TOL)

@@ -67,7 +67,7 @@ def test_tails_odd_shapes_transposed_views(case, layout, device):
 
 
 def test_split_tail_off_is_the_persistent_data_parallel_kernel(device):
-    """split_tail=False (the baseline scripts/streamk_gpu.py times) splits no tile and
+    """split_tail=False (the baseline the stream-K measurements in docs/kernel-notes.md time) splits no tile and
     still computes every tile, the tail's whole."""
     a, b, bias = inputs(40, 50, 100, torch.float16, device, seed=4)
     c = torch.full((40, 50), float("nan"), dtype=torch.float16, device=device)
