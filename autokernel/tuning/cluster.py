@@ -90,8 +90,11 @@ class Host:
     def retime(self, problem: Problem, configs: Sequence[KernelConfig]) -> Iterator[Trial]:
         yield from _streamed(lambda on_trial: self.evaluator.retime(problem, configs, on_trial=on_trial))
 
-    def baseline(self, problem: Problem) -> Trial | None:
-        return self.evaluator.baseline(problem)
+    def baseline(self, problem: Problem) -> tuple[Trial | None, bool]:
+        """The baseline, and whether it is to be recorded (a replayed sweep's is recorded already)."""
+        told: list[Trial] = []
+        trial = self.evaluator.baseline(problem, on_trial=told.append)
+        return trial, bool(told)
 
     def counts(self) -> tuple[int, int]:
         return self.evaluator.reused, self.evaluator.measured
@@ -173,8 +176,8 @@ class RayEvaluator(EvaluatorBase):
         return self._stream("retime", problem, configs, on_trial)
 
     def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial | None:
-        trial = self._call("baseline", problem)
-        if trial is not None and on_trial is not None:
+        trial, to_record = self._call("baseline", problem)
+        if to_record and on_trial is not None:
             on_trial(trial)
         return trial
 
