@@ -207,3 +207,34 @@ def test_ctrl_c_keeps_every_finished_trial_of_every_device(sweep4, tmp_path):
     assert sorted(written) == sorted(reported) and len(written) >= 3
     # the held device's batch, let go only as its workers were closed, wrote nothing
     assert 4096 not in {m for m, _ in written}
+
+
+def test_export_best_writes_one_file_per_device(sweep4, tmp_path):
+    """Two GPU models tuned in one run: export-best --per-device writes a file for each."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from autokernel.cli import app
+
+    class Measured(Gated):  # its rows pass for GPU measurements, as a real device's do
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.timing = "gpu"
+
+    open_gate = threading.Event()
+    open_gate.set()
+    history = tmp_path / "h.csv"
+    tune(PROBLEMS[:2], strategy="random", seed=2, history=history, generations=1, per_generation=2,
+         devices=[Device("Fake A", 0), Device("Fake B", 1)],
+         evaluator_for=lambda d: Measured(sweep4, d.name, open_gate))
+    out = tmp_path / "best"
+    result = CliRunner().invoke(app, ["export-best", "--history", str(history), "--per-device", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["fake-a.json", "fake-b.json"]
+    for name, device in zip(files, ["Fake A", "Fake B"]):
+        data = json.loads((out / name).read_text())
+        assert data["device"] == device and len(data["entries"]) == 2
+    refused = CliRunner().invoke(app, ["export-best", "--history", str(history), "--per-device"])
+    assert refused.exit_code == 2 and "give -o DIR" in refused.stderr
