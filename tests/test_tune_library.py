@@ -238,3 +238,35 @@ def test_export_best_writes_one_file_per_device(sweep4, tmp_path):
         assert data["device"] == device and len(data["entries"]) == 2
     refused = CliRunner().invoke(app, ["export-best", "--history", str(history), "--per-device"])
     assert refused.exit_code == 2 and "give -o DIR" in refused.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "0,x"], "--gpus takes all or GPU indices"),
+    (["--gpus", "0", "--cluster", "auto"], "give --gpus (this machine's GPUs) or --cluster"),
+    (["--cluster", "localhost:6379"], "--cluster takes auto or ray://HOST:PORT"),
+    (["--gpus", "0", "--replay", "SWEEP"], "--replay does not apply"),
+])
+def test_cli_refuses_bad_device_options_in_one_line(sweep4, args, message):
+    from typer.testing import CliRunner
+
+    from autokernel.cli import app
+    from conftest import one_error_line
+
+    args = [str(sweep4) if a == "SWEEP" else a for a in args]
+    result = CliRunner().invoke(app, ["loop", "--interpret", "-s", "16", *args])
+    assert message in one_error_line(result, 2)
+
+
+def test_cli_gpus_without_a_gpu_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from autokernel import runtime
+    from autokernel.cli import app
+    from conftest import one_error_line
+
+    if not runtime.INTERPRETER:
+        pytest.skip("a machine without CUDA")
+    result = CliRunner().invoke(app, ["tune", "--interpret", "-s", "16", "--gpus", "all", "--history",
+                                      str(tmp_path / "h.csv")])
+    assert "--gpus needs CUDA GPUs" in one_error_line(result, 2)
+    assert not (tmp_path / "h.csv").exists() or History(tmp_path / "h.csv").read().empty
