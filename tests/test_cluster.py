@@ -22,6 +22,8 @@ from conftest import synthetic_sweep  # noqa: E402
 SHAPES = [(4096, 4096, 4096, "float16"), (2048, 4096, 4096, "bfloat16"), (1024, 4096, 4096, "float32")]
 PROBLEMS = [Problem(*s) for s in SHAPES]
 CPU_ACTORS = {"actors": 2, "num_gpus": 0}
+# One xdist worker runs this module's tests (pyproject: --dist loadgroup): Ray starts once.
+pytestmark = pytest.mark.xdist_group("ray")
 ROOT = Path(__file__).resolve().parent.parent
 
 

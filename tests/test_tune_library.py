@@ -131,7 +131,7 @@ class Gated(ReplayEvaluator):
 
     def __init__(self, path, name, gate: threading.Event, hold: Problem | None = None) -> None:
         super().__init__(path)
-        self.device, self.gate, self.hold, self.closed = name, gate, hold, False
+        self.device, self.gate, self.hold, self.closed, self.aborted = name, gate, hold, False, False
 
     def evaluate(self, problem, configs, on_trial=None):
         if problem == self.hold:
@@ -141,6 +141,10 @@ class Gated(ReplayEvaluator):
     def close(self):
         self.closed = True
         self.gate.set()
+
+    def abort(self):
+        self.aborted = True
+        self.close()
 
 
 def test_the_next_free_device_takes_the_next_longest_problem(sweep4, tmp_path):
@@ -183,7 +187,7 @@ def test_devices_of_two_models_each_tune_every_problem(sweep4, tmp_path):
 
 def test_ctrl_c_keeps_every_finished_trial_of_every_device(sweep4, tmp_path):
     """Ctrl-C while one device is held mid-batch and the other is measuring: every trial
-    reported before it is on disk, none after it, and every device's workers are closed."""
+    reported before it is on disk, none after it, and every device's workers are killed."""
     gate = threading.Event()
     reported: list[tuple[int, str]] = []
     evaluators: list[Gated] = []
@@ -201,7 +205,7 @@ def test_ctrl_c_keeps_every_finished_trial_of_every_device(sweep4, tmp_path):
         tune(PROBLEMS[:3], strategy="random", seed=2, history=tmp_path / "h.csv", generations=3, per_generation=2,
              devices=[Device("Fake GPU", 0), Device("Fake GPU", 1)], evaluator_for=make,
              hooks=Hooks(trial=trial))
-    assert all(e.closed for e in evaluators)
+    assert all(e.aborted for e in evaluators)
     df = History(tmp_path / "h.csv").read()
     written = [(int(r.M), config_key(KernelConfig.from_json(r.config))) for r in df.itertuples()]
     assert sorted(written) == sorted(reported) and len(written) >= 3
@@ -270,3 +274,13 @@ def test_cli_gpus_without_a_gpu_is_one_line(tmp_path):
                                       str(tmp_path / "h.csv")])
     assert "--gpus needs CUDA GPUs" in one_error_line(result, 2)
     assert not (tmp_path / "h.csv").exists() or History(tmp_path / "h.csv").read().empty
+
+
+def test_gpus_of_two_models_on_one_machine_are_refused(tmp_path, monkeypatch):
+    """Locally the search space comes from the driver's GPU: a mix is refused in one line."""
+    from autokernel.tuning import fleet
+
+    monkeypatch.setattr(fleet, "local_devices", lambda gpus: [Device("NVIDIA H100", 0), Device("NVIDIA A100", 1)])
+    with pytest.raises(RequestError, match="the GPUs differ .*GPU 1 is NVIDIA A100"):
+        tune(PROBLEMS[:1], strategy="random", gpus="all", history=tmp_path / "h.csv")
+    assert not (tmp_path / "h.csv").exists()

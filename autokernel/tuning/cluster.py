@@ -204,6 +204,9 @@ class RayEvaluator(EvaluatorBase):
             pass
         ray.kill(self.actor)
 
+    def abort(self) -> None:
+        _ray().kill(self.actor)
+
 
 def _actor_errors(ray) -> tuple[type[BaseException], ...]:
     """What Ray raises for an actor, or its node, that is gone."""

@@ -134,7 +134,7 @@ def run_jobs(jobs: list[Job], slots: Sequence[Slot], work: Callable[[Slot, Job],
     ``max_attempts`` runs per job) and retires the slot; ``on_lost`` hears of it.
 
     Any other exception, or Ctrl-C in the calling thread, cancels ``store`` (no row is
-    written after it), closes every slot's evaluator, and is raised here."""
+    written after it), aborts every slot's evaluator, and is raised here."""
     report = FleetReport()
     queue = list(jobs)
     lock = threading.Lock()
@@ -223,8 +223,8 @@ def _cancel(store: SharedStore, slots: Sequence[Slot], wake: threading.Condition
         wake.notify_all()
     for slot in slots:
         try:
-            slot.evaluator.close()  # a slot waiting on its workers hears they are gone
-        except Exception:  # noqa: BLE001  (closing is best effort on the way out)
+            slot.evaluator.abort()  # a slot waiting on its workers hears they are gone
+        except Exception:  # noqa: BLE001  (best effort on the way out)
             pass
 
 

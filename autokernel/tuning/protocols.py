@@ -50,6 +50,8 @@ class Evaluator(Protocol):
 
     def close(self) -> None: ...
 
+    def abort(self) -> None: ...
+
 
 class EvaluatorBase(ABC):
     """The Evaluator protocol's defaults: the problem's full search space on this machine,
@@ -77,6 +79,9 @@ class EvaluatorBase(ABC):
 
     def close(self) -> None:
         pass
+
+    def abort(self) -> None:
+        self.close()
 
     def __enter__(self):
         return self

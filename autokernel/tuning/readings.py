@@ -359,6 +359,9 @@ class CachingEvaluator(EvaluatorBase):
     def close(self) -> None:
         self.inner.close()
 
+    def abort(self) -> None:
+        self.inner.abort()
+
     def _reuse(self, hit: Reading, on_trial: "OnTrial | None") -> list["Trial"]:
         trials = [_trial(data, hit.measured_at) for data in hit.trials]
         self.reused += len(trials)

@@ -301,6 +301,10 @@ def _slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cl
     devices = list(devices) if devices is not None else fleet.local_devices(gpus)
     if evaluator_for is not None:
         return [_labelled(d, evaluator_for(d)) for d in devices]
+    models = sorted({d.name for d in devices})
+    if len(models) > 1:  # the search space is read from the driver's GPU: one model per run here
+        raise ValueError(f"--gpus: the GPUs differ ({'; '.join(f'{d} is {d.name}' for d in devices)}); give GPUs of "
+                         "one model, or run on a Ray cluster (--cluster), where each model is tuned on its own")
     return [local_slot(d, cache, timeout_s, share=len(devices), on_error=warn) for d in devices]
 
 

@@ -310,6 +310,11 @@ class WorkerEvaluator(EvaluatorBase):
         for pool in self._pools():
             pool.close()
 
+    def abort(self) -> None:
+        """Kill the workers now, a candidate under way included (the run was cancelled)."""
+        for pool in self._pools():
+            pool.close(kill=True)
+
     def precompile(self, problem: Problem, configs: Sequence[KernelConfig],
                    on_result: Callable[[int, Trial | None], None] | None = None) -> bool:
         """Compile ``configs`` for ``problem`` in the compile workers and time nothing: the
