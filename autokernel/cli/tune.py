@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator
 
@@ -238,8 +237,8 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
         if plot is not None:
             _check_plot_path(plot)
         # what autokernel.matmul runs here now, for the summary; a broken tuned-config file stops the run first
-        local = options.replay is None and gpus is None and cluster is None
-        picked = {p: matmul_config(p) for p in problems} if local else {}
+        here = options.replay is None and cluster is None  # this machine's GPU model tunes (one model for --gpus)
+        picked = {p: matmul_config(p) for p in problems} if here else {}
     run_id = start_run(store)
     view = _LiveView(quiet=json_out)
     try:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from autokernel.config import KernelConfig
+from autokernel.history import RETIMED, is_retimed  # noqa: F401  (RETIMED: the note of a re-timed trial)
 from autokernel.records import Trial
-from autokernel.records import Problem
-from autokernel.tuning.space import config_key
-
-from autokernel.history import RETIMED, is_retimed  # noqa: E402  (RETIMED: the note of a re-timed trial)
 from autokernel.tuning.protocols import Evaluator, EvaluatorBase, OnTrial  # noqa: F401  (the protocol lives there)
+from autokernel.tuning.space import config_key
 
 RETIME_MARGIN = 0.10
 

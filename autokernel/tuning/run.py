@@ -230,10 +230,12 @@ class _Tuner:
                            generations=self.generations, per_generation=self.per_generation, run_id=self.run_id,
                            device=device, timing=timing, command=self.command, seeds=seeds, stop=stop,
                            on_trial=lambda t: self.hooks.trial(slot, problem, t))
+        # side by side, lines of several problems interleave: each says whose it is
+        whose = f"{problem.label()} on {slot.device}: " if self.snapshot is not None else ""
         if result.confirmation and result.confirmation not in result.events:
-            self.hooks.note(result.confirmation)
+            self.hooks.note(whose + result.confirmation)
         for event in result.events:
-            self.hooks.warn(event)
+            self.hooks.warn(whose + event)
         # cuBLAS (torch) on the same problem: measured now in the timing worker (gpu_ms, like
         # the candidates') and recorded, or, when replaying, the sweep's own torch row.
         baseline = evaluator.baseline(problem, on_trial=lambda t: self.store.append(make_row(
@@ -242,7 +244,7 @@ class _Tuner:
         reused = evaluator.reused - counted[0]
         measured = evaluator.measured - counted[1]
         if reused:
-            self.hooks.note(f"reused {reused} earlier reading(s) of the same configs on this device and software "
+            self.hooks.note(f"{whose}reused {reused} earlier reading(s) of the same configs on this device and software "
                             f"(each row's note says when it was measured), measured {measured} anew; "
                             "--no-cache measures every config again")
         outcome = TuneOutcome(problem, device, result, baseline, space.size(), reused)
