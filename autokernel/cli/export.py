@@ -31,8 +31,13 @@ def export_best(
     activation: ActivationOpt = None,
     history_path: HistoryOpt = None,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Write the JSON to this file instead of stdout.")
+        str | None, typer.Option("--output", "-o", help="Write the JSON to this file instead of stdout "
+                                                        "(with --per-device: this directory).")
     ] = None,
+    per_device: Annotated[
+        bool, typer.Option("--per-device", help="One file per device of the history (GPUs of several models "
+                                                "tuned in one run), each named by its device, in the -o directory.")
+    ] = False,
 ) -> None:
     """Export the fastest successful config per problem as JSON (stdout, or -o FILE); alias: export.
 
@@ -43,7 +48,14 @@ def export_best(
     from autokernel import best
     from autokernel.cli.history import load_history
 
+    if per_device and (output is None or device is not None):
+        fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
+    if per_device and Path(output).is_file():
+        fail(f"--per-device writes into a directory; {output} is a file")
     path, df = load_history(history_path)
+    if per_device:
+        _export_per_device(df, path, Path(output), dtype, activation)
+        return
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         exported = best.export(df, device=device, dtype=dtype, activation=activation)
@@ -59,6 +71,35 @@ def export_best(
     _write(Path(output), text)
     err_console.print(f"wrote {len(exported.entries)} configs for {exported.device} to {output}",
                       highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
+
+
+def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
+    """Each device with successful trials of our kernel (replayed rows aside) to
+    ``directory``/<device key>.json."""
+    from autokernel import best
+    from autokernel.history import is_triton_forward
+
+    ok = df[is_triton_forward(df) & (df["status"] == "success") & df["ms"].notna() & (df["timing"] != "replay")]
+    names = sorted(set(ok["device"].dropna()))
+    if not names:
+        fail(f"no successful trial of our kernel in {path}", EXIT_FAILED)
+    written = 0
+    for name in names:
+        with user_errors(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exported = best.export(df, device=name, dtype=dtype, activation=activation)
+        for w in caught:
+            warn(str(w.message))
+        if not exported.entries:
+            continue
+        target = directory / f"{best.device_key(name)}.json"
+        _write(target, exported.to_json())
+        written += 1
+        err_console.print(f"wrote {len(exported.entries)} configs for {name} to {target}",
+                          highlight=False, markup=False, soft_wrap=True)
+    if not written:
+        fail(f"no successful trial of our kernel in {path} for {_scope('any device', dtype, activation)}",
+             EXIT_FAILED)
 
 
 def _scope(device: str, dtype: list[str] | None, activation: list[str] | None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator
 
@@ -39,11 +38,12 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
+from autokernel.tuning.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
+    from autokernel.records import Problem, Trial
     from autokernel.tuning.loop import StopRules, TuneResult
+    from autokernel.tuning.run import TuneOutcome
 
 GPU_SIZE = 4096
 INTERPRETER_SIZE = 64
@@ -51,8 +51,16 @@ INTERPRETER_SIZE = 64
 GenerationsOpt = Annotated[int, typer.Option("--generations", "-g", help="Generations to run (each proposes --per-generation configs).")]
 PerGenOpt = Annotated[int, typer.Option("--per-generation", "-n", help="Configs proposed and evaluated per generation.")]
 StrategyOpt = Annotated[
-    str, typer.Option("--strategy", help="auto (LLM-seeded optuna where a key or base URL is set, else optuna), "
-                                         "optuna, random, grid or llm.")
+    str, typer.Option("--strategy", help=f"One of {', '.join(STRATEGIES)}; auto: LLM-seeded optuna where a key or "
+                                         "base URL is set, else optuna.")
+]
+GpusOpt = Annotated[
+    str | None, typer.Option("--gpus", help="all, or GPU indices such as 0,1: one timing worker per GPU, each problem "
+                                            "to the next free GPU, longest first (default: one GPU).")
+]
+ClusterOpt = Annotated[
+    str | None, typer.Option("--cluster", help="auto (the Ray cluster this machine belongs to) or ray://HOST:PORT: "
+                                               "one Ray actor per GPU of the cluster (needs autokernel[ray]).")
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed the strategy, for reproducible runs.")]
 PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best TFLOP/s so far per trial) to this PNG.")]
@@ -105,6 +113,8 @@ def tune(
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
     cache: CacheOpt = True,
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
@@ -115,13 +125,14 @@ def tune(
     every finished trial. Ends with the learning curve per generation and the winner
     against cuBLAS (torch.matmul / addmm + activation).
     """
-    workers = _start_workers(timeout, replay)
+    workers = _start_workers(timeout, replay, gpus, cluster)
     with _closed_on_error(workers), user_errors():
+        where = _where(gpus, cluster, replay)
         problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
         if replay is None:
             check_interpreter_budget(problems, force)
         options = _options(generations, per_generation, strategy, seed, timeout, model, replay, cache)
-    run(problems, options, history, json_out, plot, command="tune", workers=workers)
+    run(problems, options, history, json_out, plot, command="tune", workers=workers, **where)
 
 
 def _positive(seconds: float) -> bool:
@@ -129,12 +140,12 @@ def _positive(seconds: float) -> bool:
     return math.isfinite(seconds) and seconds > 0
 
 
-def _start_workers(timeout: float, replay: Path | None):
+def _start_workers(timeout: float, replay: Path | None, gpus: str | None = None, cluster: str | None = None):
     """The tuning run's WorkerEvaluator with its timing worker started, before this process
     imports torch and Triton (parsing the problem does): the worker's start-up, the same
-    imports plus a CUDA context, then overlaps this process's own. None when replaying or
-    when --timeout is invalid (_options says so)."""
-    if replay is not None or not _positive(timeout):
+    imports plus a CUDA context, then overlaps this process's own. None when replaying, on
+    several GPUs (each gets its own) or when --timeout is invalid (_options says so)."""
+    if replay is not None or gpus is not None or cluster is not None or not _positive(timeout):
         return None
     from autokernel.tuning.worker import WorkerEvaluator
 
@@ -152,6 +163,21 @@ def _closed_on_error(workers) -> Iterator[None]:
         if workers is not None:
             workers.close()
         raise
+
+
+def _where(gpus: str | None, cluster: str | None, replay: Path | None) -> dict:
+    """Where the candidates run: ``gpus`` parsed, ``cluster`` checked; ValueError (one line) otherwise."""
+    from autokernel.tuning.fleet import parse_gpus
+
+    if gpus is not None and cluster is not None:
+        raise ValueError("give --gpus (this machine's GPUs) or --cluster (a Ray cluster's), not both")
+    if replay is not None and gpus is not None:
+        raise ValueError("--gpus runs candidates on this machine's GPUs: --replay does not apply")
+    if cluster is not None:
+        from autokernel.tuning.cluster import check_address
+
+        check_address(cluster)
+    return {"gpus": None if gpus is None else parse_gpus(gpus), "cluster": cluster}
 
 
 def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay) -> list["Problem"]:
@@ -186,8 +212,6 @@ def _tunable(problems: list["Problem"]) -> list["Problem"]:
 
 
 def _options(generations, per_generation, strategy, seed, timeout, model, replay, cache=True) -> TuneOptions:
-    from autokernel.tuning.strategies import STRATEGIES
-
     if generations < 1:
         fail(f"--generations must be >= 1, got {generations}")
     if per_generation < 1:
@@ -202,43 +226,34 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
 
 
 def run(problems: list["Problem"], options: TuneOptions, history: str | None, json_out: bool, plot: Path | None,
-        *, command: str, stop: "StopRules | None" = None, workers=None) -> None:
-    """Tune each problem in turn; render, write JSON and the plot. Ctrl-C: cli.main counts
-    this run's rows on disk; the evaluator's workers (``workers``: started already, see
-    _start_workers) are closed on the way out."""
+        *, command: str, stop: "StopRules | None" = None, workers=None, gpus=None, cluster: str | None = None) -> None:
+    """Tune the problems (autokernel.tuning.tune); render, write JSON and the plot. Ctrl-C:
+    cli.main counts this run's rows on disk; the evaluator's workers (``workers``: started
+    already, see _start_workers) are closed on the way out."""
+    from autokernel.tuning.run import RequestError, tune as tune_problems
+
     with _closed_on_error(workers):
         store = history_store(history)
         if plot is not None:
             _check_plot_path(plot)
         # what autokernel.matmul runs here now, for the summary; a broken tuned-config file stops the run first
-        picked = {} if options.replay is not None else {p: matmul_config(p) for p in problems}
+        here = options.replay is None and cluster is None  # this machine's GPU model tunes (one model for --gpus)
+        picked = {p: matmul_config(p) for p in problems} if here else {}
     run_id = start_run(store)
-    results: list[dict[str, Any]] = []
-    evaluator = workers
+    view = _LiveView(quiet=json_out)
     try:
-        with user_errors():
-            evaluator, device, timing = _evaluator(options, workers)
-            if hasattr(evaluator, "space"):
-                for problem in problems:  # a problem the sweep lacks: one line now, not a traceback later
-                    evaluator.space(problem)
-        proposals = _proposal_store(options)  # one per run: its file is read once, not per problem
-        started = time.perf_counter()
-        budget = stop.time_budget_s if stop is not None else None  # for the whole run, not per problem
-        for problem in problems:
-            if budget is not None:
-                left = budget - (time.perf_counter() - started)
-                if left <= 0:
-                    warn(f"time budget spent: {problem.label()} and later problems not tuned")
-                    break
-                stop = dataclasses.replace(stop, time_budget_s=left)
-            with user_errors():
-                strategy = _strategy(options, proposals)
-            outcome = _tune_one(problem, options, strategy, evaluator, store, run_id, device, timing, command,
-                                stop, quiet=json_out)
-            results.append({**outcome, "matmul": picked.get(problem)})
-    finally:
-        if evaluator is not None:
-            evaluator.close()
+        with view:
+            done = tune_problems(
+                problems, strategy=options.strategy, history=store, generations=options.generations,
+                per_generation=options.per_generation, seed=options.seed, stop=stop, replay=options.replay,
+                cache=options.cache, model=options.model, timeout_s=options.timeout, gpus=gpus, cluster=cluster,
+                workers=workers, command=command, run_id=run_id, hooks=view.hooks())
+    except RequestError as exc:
+        fail(str(exc))
+    several = len({o.device for o in done.outcomes}) > 1
+    results = [{"outcome": o, "matmul": picked.get(o.problem), "several": several} for o in done.outcomes]
+    for line in done.lost:
+        warn(line)
     if plot is not None:
         _write_plot(plot, results)
     if json_out:
@@ -248,106 +263,65 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
             _render(outcome)
         if plot is not None:
             console.print(f"learning curve written to {plot}", highlight=False)
-    if not any(o["result"].best is not None for o in results):
+    if not any(o.result.best is not None for o in done.outcomes):
         raise typer.Exit(EXIT_FAILED)
 
 
-def _evaluator(options: TuneOptions, workers):
-    """The evaluator (``workers`` where started) and the (device, timing) whose history rows
-    the strategy reads."""
-    from autokernel import runtime
-    from autokernel.timing import timing_label
+class _LiveView:
+    """The run as it goes, on stderr: one row per device (its problem, strategy and best so
+    far, trials done of planned), gone when the run ends. Off with --json or no terminal."""
 
-    if options.replay is not None:
-        from autokernel.tuning.replay import ReplayEvaluator
+    def __init__(self, quiet: bool) -> None:
+        import threading
 
-        ev = ReplayEvaluator(options.replay)
-        return ev, ev.device, ev.timing
-    from autokernel.tuning.readings import CachingEvaluator, ReadingCache, cache_dir, environment
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    device, timing = runtime.device_name(), timing_label()
-    # --no-cache measures everything again; the new readings are kept in place of the old.
-    cache = ReadingCache(cache_dir(), environment(device, timing), on_error=warn)
-    return CachingEvaluator(workers, cache, reuse=options.cache), device, timing
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err_console, transient=True,
+                                 disable=quiet or not err_console.is_terminal)
+        self._lock = threading.Lock()
+        self._tasks: dict[int, Any] = {}
+        self._best: dict[int, float | None] = {}
+        self._what: dict[int, str] = {}
 
+    def __enter__(self) -> "_LiveView":
+        self.progress.__enter__()
+        return self
 
-def _proposal_store(options: TuneOptions):
-    """Where a run keeps its strategies' proposals (readings.KeptProposals), or None: kept
-    only with --cache, a seed, and no replay."""
-    if not options.cache or options.replay is not None or options.seed is None:
-        return None
-    from autokernel.tuning.readings import cache_dir, proposal_store
+    def __exit__(self, *exc_info) -> None:
+        self.progress.__exit__(*exc_info)
 
-    return proposal_store(cache_dir(), on_error=warn)
+    def hooks(self):
+        from autokernel.tuning.run import Hooks
 
+        return Hooks(note=note, warn=warn, start=self._start, trial=self._trial)
 
-def _strategy(options: TuneOptions, proposals=None):
-    """The strategy of ``options``; a history-pure one wrapped to keep its proposals in
-    ``proposals`` (a _proposal_store) where given."""
-    from autokernel.tuning.strategies import make_strategy
+    def _start(self, slot, problem, strategy: str, total: int) -> None:
+        with self._lock:
+            key = id(slot)
+            where = f"{slot.device} · " if slot.device.index is not None or slot.device.label else ""
+            self._what[key] = f"{where}{problem.label()} · {strategy}"
+            self._best[key] = None
+            if key not in self._tasks:
+                self._tasks[key] = self.progress.add_task(self._what[key], total=total)
+            else:
+                self.progress.reset(self._tasks[key], total=total, description=self._what[key])
 
-    extra = {"model": options.model} if options.model else {}
-    strategy = make_strategy(options.strategy, seed=options.seed, **extra)
-    # Seeded, a history-pure strategy's proposals follow from the space and history alone:
-    # kept with the readings, a rerun takes them instead of working them out again.
-    if proposals is not None and getattr(strategy, "history_pure", False):
-        from autokernel.tuning.readings import KeptProposals
-
-        strategy = KeptProposals(strategy, options.seed, proposals)
-    return strategy
-
-
-def _tune_one(problem, options: TuneOptions, strategy, evaluator, store, run_id: str, device: str, timing: str,
-              command: str, stop, *, quiet: bool) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from autokernel.tuning import loop
-    from autokernel.tuning.space import SearchSpace
-
-    space = evaluator.space(problem) if hasattr(evaluator, "space") else SearchSpace.for_problem(problem)
-    df = store.read()
-    seeds = loop.prior_configs(problem, space, df, device=device, timing=timing)
-    total = options.generations * options.per_generation
-    if stop is not None and stop.max_trials is not None:
-        total = min(total, stop.max_trials)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err_console, transient=True, disable=quiet or not err_console.is_terminal)
-    best_ms: list[float] = []
-
-    def on_trial(trial: "Trial") -> None:
-        if trial.ok and trial.rank_ms is not None:
-            best_ms.append(min([trial.rank_ms, *best_ms[-1:]]))
-        best = f"best {fmt(best_ms[-1])} ms" if best_ms else "no success yet"
-        done = progress.tasks[0].completed + 1  # the tuner's re-timings count too: the total grows to them
-        progress.update(task, completed=done, total=max(done, progress.tasks[0].total or 0),
-                        description=f"{problem.label()} · {strategy.name} · {best}")
-
-    counted = (getattr(evaluator, "reused", 0), getattr(evaluator, "measured", 0))
-    with progress:
-        task = progress.add_task(f"{problem.label()} · {strategy.name}", total=total)
-        result = loop.tune(problem, strategy=strategy, evaluator=evaluator, store=store, space=space,
-                           generations=options.generations, per_generation=options.per_generation, run_id=run_id,
-                           device=device, timing=timing, command=command, seeds=seeds, stop=stop, on_trial=on_trial)
-    if result.confirmation and result.confirmation not in result.events:
-        note(result.confirmation)
-    for event in result.events:
-        warn(event)
-    baseline = _baseline(problem, evaluator, store, run_id, command)
-    reused = getattr(evaluator, "reused", 0) - counted[0]
-    measured = getattr(evaluator, "measured", 0) - counted[1]
-    if reused:
-        note(f"reused {reused} earlier reading(s) of the same configs on this device and software (each row's note "
-             f"says when it was measured), measured {measured} anew; --no-cache measures every config again")
-    return {"result": result, "baseline": baseline, "space_size": space.size(), "reused": reused}
-
-
-def _baseline(problem, evaluator, store, run_id: str, command: str) -> "Trial | None":
-    """cuBLAS (torch) on the same problem, from the evaluator: measured now in the timing
-    worker (gpu_ms, like the candidates') and recorded, or, when replaying, the sweep's own
-    torch row."""
-    from autokernel.cli._common import append_history, trial_row
-
-    return evaluator.baseline(problem, on_trial=lambda t: append_history(store, [trial_row(command, t, run_id, "torch")]))
+    def _trial(self, slot, problem, trial: "Trial") -> None:
+        with self._lock:
+            key = id(slot)
+            task = self._tasks.get(key)
+            if task is None:
+                return
+            if trial.ok and trial.rank_ms is not None:
+                best = self._best.get(key)
+                self._best[key] = trial.rank_ms if best is None else min(best, trial.rank_ms)
+            best = self._best.get(key)
+            said = f"best {fmt(best)} ms" if best is not None else "no success yet"
+            state = self.progress.tasks[[t.id for t in self.progress.tasks].index(task)]
+            done = state.completed + 1  # the tuner's re-timings count too: the total grows to them
+            self.progress.update(task, completed=done, total=max(done, state.total or 0),
+                                 description=f"{self._what[key]} · {said}")
 
 
 def _speedup(result: "TuneResult", baseline: "Trial | None") -> float | None:
@@ -374,13 +348,15 @@ def _best_trial(result: "TuneResult") -> dict | None:
             "rank_ms": best.ms, "this_run": found, "found_by": None if found else row.get("run_id")}
 
 
-def _render(outcome: dict) -> None:
+def _render(entry: dict) -> None:
     from autokernel.timing import tflops
 
-    result: "TuneResult" = outcome["result"]
-    baseline = outcome["baseline"]
+    outcome: "TuneOutcome" = entry["outcome"]
+    result, baseline = outcome.result, outcome.baseline
     p = result.problem
-    table = Table(title=f"autokernel tune · {p.label()} · {result.strategy} · {outcome['space_size']} configs in the space")
+    where = f" · {outcome.device}" if entry["several"] else ""
+    table = Table(title=f"autokernel tune · {p.label()}{where} · {result.strategy} · {outcome.space_size} configs "
+                        "in the space")
     for name in ("generation", "trials", "ok", "gen best ms", "best so far ms", "TFLOP/s", "best config"):
         table.add_column(name, justify="left" if name == "best config" else "right")
     for g in result.generations:
@@ -408,8 +384,8 @@ def _render(outcome: dict) -> None:
     elif baseline is not None:
         line += f" · {rival} {baseline.status}: {baseline.error}"
     console.print(line, highlight=False)
-    if outcome.get("matmul") is not None:
-        config, source = outcome["matmul"]
+    if entry.get("matmul") is not None:
+        config, source = entry["matmul"]
         if config == best["config"]:
             console.print(f"autokernel.matmul runs the winner here already ({source})", highlight=False)
         else:
@@ -417,21 +393,21 @@ def _render(outcome: dict) -> None:
                           "autokernel export-best -o best.json, then AUTOKERNEL_CONFIG=best.json", highlight=False)
 
 
-def _to_json(outcome: dict) -> dict:
-    result: "TuneResult" = outcome["result"]
-    baseline = outcome["baseline"]
+def _to_json(entry: dict) -> dict:
+    outcome: "TuneOutcome" = entry["outcome"]
+    result, baseline = outcome.result, outcome.baseline
     best = _best_trial(result)
     if best is not None:
         best = {**best, "config": best["config"].model_dump()}
     return {
-        "problem": result.problem.to_dict(), "strategy": result.strategy, "run_id": result.run_id,
-        "space_size": outcome["space_size"], "prior_trials": result.prior_trials, "trials": len(result.trials),
+        "problem": result.problem.to_dict(), "device": outcome.device, "strategy": result.strategy,
+        "run_id": result.run_id, "space_size": outcome.space_size, "prior_trials": result.prior_trials, "trials": len(result.trials),
         "failed": result.failed, "stopped": result.stopped, "events": result.events,
-        "confirmation": result.confirmation, "reused_readings": outcome.get("reused", 0),
+        "confirmation": result.confirmation, "reused_readings": outcome.reused,
         "generations": [g.to_dict() for g in result.generations], "best": best,
         "baseline": None if baseline is None else baseline.to_dict(), "speedup": _speedup(result, baseline),
-        "matmul_config": None if outcome.get("matmul") is None else {
-            "config": outcome["matmul"][0].model_dump(), "source": outcome["matmul"][1]},
+        "matmul_config": None if entry.get("matmul") is None else {
+            "config": entry["matmul"][0].model_dump(), "source": entry["matmul"][1]},
     }
 
 
@@ -460,15 +436,17 @@ def _write_plot(path: Path, results: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for outcome in results:
-        result: "TuneResult" = outcome["result"]
+    for entry in results:
+        result: "TuneResult" = entry["outcome"].result
         curve, best = [], None
         for t in result.trials:
             if t.ok and t.rank_ms:
                 best = t.rank_ms if best is None else min(best, t.rank_ms)
             curve.append(None if best is None else result.problem.flops / (best * 1e-3) / 1e12)
         xs = [i + 1 for i, v in enumerate(curve) if v is not None]
-        ax.plot(xs, [v for v in curve if v is not None], marker=".", label=f"{result.problem.label()} ({result.strategy})")
+        where = f", {entry['outcome'].device}" if entry["several"] else ""
+        ax.plot(xs, [v for v in curve if v is not None], marker=".",
+                label=f"{result.problem.label()} ({result.strategy}{where})")
     ax.set_xlabel("trial")
     ax.set_ylabel("best so far (TFLOP/s)")
     ax.set_title("autokernel tune: learning curve")
@@ -510,13 +488,16 @@ def loop(
     timeout: TimeoutOpt = 120.0,
     model: ModelOpt = None,
     cache: CacheOpt = True,
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
     """The feedback loop: propose, evaluate, feed back, until each problem converges (--patience
     generations without --min-gain) or a budget runs out. Problems from --shapes or the size options."""
-    workers = _start_workers(timeout, replay)
+    workers = _start_workers(timeout, replay, gpus, cluster)
     with _closed_on_error(workers), user_errors():
+        where = _where(gpus, cluster, replay)
         if shapes is not None:
             if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
                 fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
@@ -543,7 +524,7 @@ def loop(
     from autokernel.tuning.loop import StopRules
 
     stop = StopRules(patience=patience, min_gain=min_gain, max_trials=max_trials, time_budget_s=time_budget)
-    run(problems, options, history, json_out, plot, command="loop", stop=stop, workers=workers)
+    run(problems, options, history, json_out, plot, command="loop", stop=stop, workers=workers, **where)
 
 
 def shapes(

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Iterable
 
-from autokernel.config import KernelConfig
+from autokernel.history import RETIMED, is_retimed  # noqa: F401  (RETIMED: the note of a re-timed trial)
 from autokernel.records import Trial
-from autokernel.records import Problem
+from autokernel.tuning.protocols import Evaluator, EvaluatorBase, OnTrial  # noqa: F401  (the protocol lives there)
 from autokernel.tuning.space import config_key
 
-OnTrial = Callable[[Trial], None]
-
-from autokernel.history import RETIMED, is_retimed  # noqa: E402  (RETIMED: the note of a re-timed trial)
 RETIME_MARGIN = 0.10
-
-
-class Evaluator(Protocol):
-    """Checks and times configs for a problem; a bad config is a failed Trial, never an
-    exception that ends the run.
-
-    ``evaluate`` returns one Trial per config, in the order given, and calls ``on_trial``
-    with each as soon as it is final, so the caller can record it before the next one
-    finishes (Ctrl-C then loses nothing already measured). ``retime`` measures configs
-    again side by side, each new Trial noted "re-timed" (for a winner suspiciously far
-    ahead of the runner-up, suspicious_pair, and for the leaders when a problem's tuning
-    ends). ``close`` releases workers.
-    """
-
-    def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]: ...
-
-    def retime(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]: ...
-
-    def close(self) -> None: ...
 
 
 def suspicious_pair(trials: Iterable[Trial], margin: float = RETIME_MARGIN) -> tuple[Trial, Trial] | None:

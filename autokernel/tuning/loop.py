@@ -117,7 +117,7 @@ def tune(
     result = TuneResult(problem, strategy.name, run_id, [], [], best_of(history), len(history))
     started = time.perf_counter()
     stale = 0
-    events_seen = len(getattr(strategy, "events", None) or [])
+    events_seen = len(strategy.events)
 
     last_gen_s = 0.0
     for gen in range(first_gen, first_gen + generations):
@@ -144,7 +144,7 @@ def tune(
         if not proposals:
             result.stopped = "space exhausted"
             break
-        notes = getattr(strategy, "notes", None) or {}
+        notes = strategy.notes
         gen_start = time.perf_counter()
 
         def record(trial: Trial, gen: int = gen, new: bool = True) -> None:
@@ -173,12 +173,12 @@ def tune(
             best_ms=None if result.best is None else result.best.ms,
             best_config=None if result.best is None else result.best.config,
             elapsed_s=time.perf_counter() - gen_start,
-            stats=dict(getattr(strategy, "last_stats", None) or {}),
+            stats=dict(strategy.last_stats or {}),
         )
         last_gen_s = summary.elapsed_s
         result.generations.append(summary)
-        events = getattr(strategy, "events", None) or []
-        result.events += events[events_seen:]  # the strategy's events are append-only
+        events = strategy.events
+        result.events += list(events[events_seen:])  # the strategy's events are append-only
         events_seen = len(events)
         if on_generation is not None:
             on_generation(summary)
@@ -192,9 +192,9 @@ def tune(
             result.stopped = "time budget"
             break
     spent = stop.time_budget_s is not None and time.perf_counter() - started >= stop.time_budget_s
-    if result.trials and hasattr(evaluator, "retime") and spent:
+    if result.trials and spent:
         result.events.append("the leaders were not timed again side by side: the time budget is spent")
-    elif result.trials and hasattr(evaluator, "retime"):
+    elif result.trials:
         line, confirmed = _confirm_leaders(problem, space, store, evaluator, record, device=device, timing=timing)
         result.confirmation = line
         if line and not confirmed:

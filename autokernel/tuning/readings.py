@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autokernel.records import KernelConfig, Problem, Trial
+from autokernel.tuning.protocols import EvaluatorBase
 
 if TYPE_CHECKING:
     from autokernel.tuning.evaluator import OnTrial
@@ -270,7 +271,7 @@ def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
     return Trial(**fields)
 
 
-class CachingEvaluator:
+class CachingEvaluator(EvaluatorBase):
     """An Evaluator (tuning.evaluator.Evaluator) that answers from ``cache`` what was
     measured before and asks ``inner`` for the rest, keeping what it measures. With
     ``reuse`` False (``--no-cache``) it measures everything and keeps the new readings,
@@ -358,6 +359,9 @@ class CachingEvaluator:
     def close(self) -> None:
         self.inner.close()
 
+    def abort(self) -> None:
+        self.inner.abort()
+
     def _reuse(self, hit: Reading, on_trial: "OnTrial | None") -> list["Trial"]:
         trials = [_trial(data, hit.measured_at) for data in hit.trials]
         self.reused += len(trials)
@@ -381,8 +385,8 @@ class KeptProposals:
     kept, TPE's proposals, seconds of a run (optuna asks ~40 times per config it proposes
     in a discrete space), are not worked out again. Wrap only strategies whose proposals
     follow from the seed, space and history alone (``history_pure``: no LLM, no state
-    carried from one call to the next). Other attributes (name, notes, events) are the
-    strategy's own."""
+    carried from one call to the next). The rest of the Strategy protocol (name, notes,
+    events, last_stats) is the strategy's own."""
 
     def __init__(self, strategy, seed: int, store: KeptStore) -> None:
         self.strategy = strategy
@@ -390,8 +394,25 @@ class KeptProposals:
         self.store = store  # proposal_store's: one per run, shared by its problems
         self.reused = 0
 
-    def __getattr__(self, name: str):
-        return getattr(self.strategy, name)
+    @property
+    def name(self) -> str:
+        return self.strategy.name
+
+    @property
+    def history_pure(self) -> bool:
+        return self.strategy.history_pure
+
+    @property
+    def events(self):
+        return self.strategy.events
+
+    @property
+    def notes(self):
+        return self.strategy.notes
+
+    @property
+    def last_stats(self):
+        return self.strategy.last_stats
 
     def propose(self, space, history, n: int) -> list:
         text = json.dumps({

@@ -19,12 +19,12 @@ from typing import Sequence
 from autokernel.config import KernelConfig
 from autokernel.records import Trial
 from autokernel.records import Problem
-from autokernel.tuning.evaluator import OnTrial, mark_retimed
+from autokernel.tuning.evaluator import EvaluatorBase, OnTrial, mark_retimed
 from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key
 from autokernel.tuning.strategies.base import problem_mask, problem_rows
 
 
-class ReplayEvaluator:
+class ReplayEvaluator(EvaluatorBase):
     """An Evaluator that answers from a recorded sweep instead of running kernels."""
 
     def __init__(self, path: str | Path) -> None:

@@ -40,6 +40,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from autokernel.records import KernelConfig, Problem, Trial
+from autokernel.tuning.protocols import EvaluatorBase
 
 if TYPE_CHECKING:
     from autokernel.tuning.evaluator import OnTrial
@@ -65,7 +66,7 @@ TIMEOUT_S = 120.0
 """Default wall-clock limit for one candidate (autokernel tune's --timeout default)."""
 START_TIMEOUT_S = 300.0
 """How long a fresh worker may take to import torch and Triton before the run is given up."""
-_MAX_COMPILE_WORKERS = 16
+MAX_COMPILE_WORKERS = 16
 _WORKER_IMPORTS = "autokernel.evaluate"  # torch, Triton and the kernels, imported while a worker starts
 
 _READY = "ready"
@@ -160,7 +161,7 @@ class WorkerError(RuntimeError):
     """A worker could not be started: the environment is broken, not a candidate."""
 
 
-class WorkerEvaluator:
+class WorkerEvaluator(EvaluatorBase):
     """The Evaluator of tuning runs (tuning.evaluator.Evaluator): candidates run in
     spawned worker processes that no bad candidate can take down.
 
@@ -182,6 +183,8 @@ class WorkerEvaluator:
             (default: timeout_s).
         spare: keep one more timing worker started, so that replacing a lost one costs
             no start-up (importing torch and Triton takes seconds).
+        env: environment variables set in every worker before it imports torch (e.g.
+            CUDA_VISIBLE_DEVICES, to give its workers one GPU of several).
 
     ``on_trial`` gets each trial as soon as it is final: on a GPU the probe's and the
     compile phase's failures come first, then the timed trials in the order given. The returned list
@@ -200,6 +203,7 @@ class WorkerEvaluator:
         timeout_s: float = TIMEOUT_S,
         compile_timeout_s: float | None = None,
         spare: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
         compile_timeout_s = timeout_s if compile_timeout_s is None else compile_timeout_s
         if timeout_s <= 0 or compile_timeout_s <= 0:
@@ -210,7 +214,8 @@ class WorkerEvaluator:
             race_fn = functools.partial(each_candidate, evaluate_fn) if evaluate_fn else race_candidates
         timing_fns = (evaluate_fn or evaluate_candidate, probe_fn or probe_candidate,
                       measure_baseline, race_fn)  # indexed by _EVALUATE, _PROBE, _BASELINE, _RACE
-        self._timing = _Pool(timing_fns, 1, lost_status="runtime_error", name="timing", spare=spare)
+        self._env = dict(env or {})
+        self._timing = _Pool(timing_fns, 1, lost_status="runtime_error", name="timing", spare=spare, env=self._env)
         self._compile_fn = compile_fn or compile_candidate
         self._compile_workers = compile_workers  # None: decided at the first evaluate (see _compile_pool)
         self._compile: _Pool | None = None
@@ -305,6 +310,11 @@ class WorkerEvaluator:
         for pool in self._pools():
             pool.close()
 
+    def abort(self) -> None:
+        """Kill the workers now, a candidate under way included (the run was cancelled)."""
+        for pool in self._pools():
+            pool.close(kill=True)
+
     def precompile(self, problem: Problem, configs: Sequence[KernelConfig],
                    on_result: Callable[[int, Trial | None], None] | None = None) -> bool:
         """Compile ``configs`` for ``problem`` in the compile workers and time nothing: the
@@ -333,10 +343,10 @@ class WorkerEvaluator:
         if self._compile_workers is None:
             from autokernel import runtime
 
-            self._compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, _MAX_COMPILE_WORKERS)
+            self._compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, MAX_COMPILE_WORKERS)
         if self._compile is None and self._compile_workers > 0:
             self._compile = _Pool((self._compile_fn,), self._compile_workers, lost_status="compile_error",
-                                  name="compile")
+                                  name="compile", env=self._env)
         return self._compile
 
     def _pools(self) -> list["_Pool"]:
@@ -371,7 +381,8 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 # --- worker processes ---------------------------------------------------------------------
 
 
-def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...]) -> None:
+def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...],
+           env: dict[str, str] | None = None) -> None:
     """A worker's loop: for each (kind, problem, config) received, send back (result,
     healthy), the result of ``fns[kind](problem, config)``.
 
@@ -379,6 +390,7 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
     the CUDA context is broken afterwards; the worker then stops and is replaced.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    os.environ.update(env or {})  # before torch is imported: CUDA_VISIBLE_DEVICES is read once
     importlib.import_module(_WORKER_IMPORTS)  # part of the start-up (START_TIMEOUT_S), not of a candidate's time
     conn.send(_READY)
     while True:
@@ -434,10 +446,10 @@ def _sigint_ignored() -> Iterator[None]:
 class _Worker:
     """One spawned process serving candidates over a pipe."""
 
-    def __init__(self, ctx, fns: tuple[CandidateFn, ...], name: str) -> None:
+    def __init__(self, ctx, fns: tuple[CandidateFn, ...], name: str, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, fns), name=f"autokernel-{name}", daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, fns, env), name=f"autokernel-{name}", daemon=True)
         with _sigint_ignored():
             self.process.start()
         child.close()  # so that the worker's death reads as end-of-file here
@@ -479,8 +491,9 @@ class _Pool:
     or reports a broken CUDA context is replaced (by the spare, when kept)."""
 
     def __init__(self, fns: tuple[CandidateFn, ...], size: int, *, lost_status: str, name: str,
-                 spare: bool = False) -> None:
+                 spare: bool = False, env: dict[str, str] | None = None) -> None:
         self._ctx = multiprocessing.get_context("spawn")
+        self._env = env
         self._fns = fns
         self._size = size
         self._lost_status = lost_status  # the status of a candidate whose worker died
@@ -537,7 +550,7 @@ class _Pool:
         self._workers, self._spare = [], None
 
     def _start(self) -> _Worker:
-        return _Worker(self._ctx, self._fns, self._name)
+        return _Worker(self._ctx, self._fns, self._name, self._env)
 
     def _take_spare(self) -> _Worker | None:
         spare, self._spare = self._spare, None

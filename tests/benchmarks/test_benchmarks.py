@@ -99,3 +99,25 @@ def test_tuner_quality_replays_the_recorded_sweep():
 def test_launch_overhead_needs_a_gpu():
     proc = _run(str(BENCH / "launch_overhead.py"), "--sections", "host")
     assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr
+
+
+def test_multi_gpu_compares_one_device_with_two(tmp_path):
+    """The two-GPU measurement's script, run with two interpreter workers standing for GPUs."""
+    out = tmp_path / "multi.json"
+    proc = _run(str(BENCH / "multi_gpu.py"), "--cpu-workers", "2", "--size", "16", "--problems", "2",
+                "--max-trials", "1", "--per-generation", "1", "--patience", "1", "--rounds", "1",
+                "--strategy", "random", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["devices"] == 2 and len(result["problems"]) == 2
+    assert result["one"]["devices"] == ["worker 0"] and result["many"]["devices"] == ["worker 0", "worker 1"]
+    assert result["one"]["untuned"] == result["many"]["untuned"] == []
+    assert result["one"]["trials"] >= 2 and result["many"]["trials"] >= 2 and result["speedup"] > 0
+    assert [r["problem"] for r in result["race"]] == result["problems"]
+    assert all(r["ratio"] is not None and r["ratio"] > 0 for r in result["race"])
+    assert "2 devices" in proc.stdout and "raced" in proc.stdout
+
+
+def test_multi_gpu_refuses_one_device():
+    proc = _run(str(BENCH / "multi_gpu.py"), "--cpu-workers", "1")
+    assert proc.returncode == 2 and "two devices or more" in proc.stderr

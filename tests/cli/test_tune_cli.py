@@ -237,13 +237,13 @@ def test_loop_time_budget_is_for_the_whole_run(tmp_path, monkeypatch):
     it, once (a budget shrunk by the elapsed time twice stopped an H100 run after 86 s of 500)."""
     import types
 
-    import autokernel.cli.tune as tune_cli
+    import autokernel.tuning.run as tune_run
     from tests.helpers import synthetic_sweep
 
     sweep = tmp_path / "sweep.csv"
     synthetic_sweep(sweep, shapes=[(m, 4096, 4096) for m in (4096, 2048, 1024, 512)])
     clock = iter(range(0, 1000, 30))  # every look at the clock: 30 s later
-    monkeypatch.setattr(tune_cli, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(tune_run, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("M,N,K\n4096,4096,4096\n2048,4096,4096\n1024,4096,4096\n512,4096,4096\n")
     result = runner.invoke(app, ["loop", "--replay", str(sweep), "--shapes", str(shapes), "--strategy", "random",

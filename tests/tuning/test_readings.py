@@ -245,15 +245,14 @@ def test_no_cache_measures_again_and_keeps_the_new_readings(tmp_path):
     ("optuna", 1, False, False, False),
 ])
 def test_which_strategies_have_their_proposals_kept(strategy, seed, cache, llm, wrapped, monkeypatch):
-    from autokernel.cli.tune import TuneOptions, _proposal_store, _strategy
-    from autokernel.tuning.readings import KeptProposals, proposal_store
+    from autokernel.tuning.readings import KeptProposals
+    from autokernel.tuning.run import _strategy_maker
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     if llm:
         monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    options = TuneOptions(1, 2, strategy, seed, 10.0, None, None, cache)
-    made = _strategy(options, _proposal_store(options))
+    made = _strategy_maker(strategy, seed, None, print, proposals=cache and seed is not None)()
     assert isinstance(made, KeptProposals) == wrapped
 
 

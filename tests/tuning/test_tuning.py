@@ -12,7 +12,7 @@ from autokernel.records import Problem
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.space import SearchSpace, config_key
-from autokernel.tuning.strategies import Observation, make_strategy
+from autokernel.tuning.strategies import Observation, StrategyBase, make_strategy
 
 from tests.helpers import BIG_SHAPE, gpu_space
 
@@ -466,7 +466,7 @@ def test_a_rationale_does_not_pass_for_the_retime_mark(sweep, tmp_path) -> None:
 
     from autokernel.history import is_retimed
 
-    class Chatty:
+    class Chatty(StrategyBase):
         name = "llm"
 
         def __init__(self):

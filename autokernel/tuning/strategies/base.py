@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence
+from abc import ABC, abstractmethod
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.tuning.space import SearchSpace, config_key
@@ -35,6 +37,7 @@ class Observation:
         return self.status == "success" and self.ms is not None
 
 
+@runtime_checkable
 class Strategy(Protocol):
     """Proposes the next configs to try. Never launches kernels, never writes files.
 
@@ -42,10 +45,36 @@ class Strategy(Protocol):
     unique, and not already in ``history``; fewer (possibly none) when the space has no
     more. A strategy built with the same seed proposes the same configs for the same
     space and history.
+
+    What the tuner reads after each ``propose``: ``notes`` maps ``config_key(config)`` to
+    why a config was proposed (kept in the history's note); ``last_stats`` holds figures of
+    that call (an LLM's tokens and latency), or None; ``events`` is an append-only log of
+    what went wrong or changed, one line each. ``history_pure``: the proposals follow from
+    the seed, space and history alone, so they may be kept and given again
+    (readings.KeptProposals). StrategyBase gives the defaults.
     """
 
     name: str
+    history_pure: bool
+    events: Sequence[str]
+    notes: Mapping[tuple, str]
+    last_stats: Mapping[str, Any] | None
 
+    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
+
+
+class StrategyBase(ABC):
+    """The Strategy protocol's defaults: no notes, no stats, no events, not history-pure.
+    A strategy with things to say sets its own (instance) ``events``, ``notes`` and
+    ``last_stats``."""
+
+    name: str = "strategy"
+    history_pure: bool = False
+    events: Sequence[str] = ()
+    notes: Mapping[tuple, str] = MappingProxyType({})
+    last_stats: Mapping[str, Any] | None = None
+
+    @abstractmethod
     def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
 
 

@@ -6,10 +6,10 @@ from typing import Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.tuning.space import SearchSpace
-from autokernel.tuning.strategies.base import Observation, fresh
+from autokernel.tuning.strategies.base import Observation, StrategyBase, fresh
 
 
-class GridStrategy:
+class GridStrategy(StrategyBase):
     """Walks the space exhaustively in a fixed order; deterministic, no seed. Each
     propose returns the next ``n`` configs not yet in the history."""
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.tuning.space import PARAMS, SearchSpace, config_key
 from autokernel.tuning.strategies import llm_prompt
-from autokernel.tuning.strategies.base import Observation, Strategy, tried_keys
+from autokernel.tuning.strategies.base import Observation, Strategy, StrategyBase, tried_keys
 
 if TYPE_CHECKING:
     import openai
@@ -78,7 +78,7 @@ class LLMError(Exception):
         self.permanent = permanent
 
 
-class LLMStrategy:
+class LLMStrategy(StrategyBase):
     """Asks an OpenAI-compatible model for configs (see the module docstring).
 
     After each ``propose``: ``notes`` maps ``config_key(config)`` to the rationale of each
@@ -378,7 +378,7 @@ def _check_item(item: Any, space: SearchSpace) -> tuple[KernelConfig | None, str
     return config, space.why_invalid(config)
 
 
-class AutoStrategy:
+class AutoStrategy(StrategyBase):
     """The default: the LLM proposes the first ``llm_generations`` generations, then optuna's
     TPE, warm-started from the history (LLM trials included), refines them. Without an LLM
     (``llm`` None) TPE alone. If the LLM fails, TPE fills its generation."""
@@ -399,7 +399,7 @@ class AutoStrategy:
     @property
     def history_pure(self) -> bool:
         """Without an LLM its proposals are TPE's, which follow from the seed, space and history."""
-        return self.llm is None and getattr(self.tpe, "history_pure", False)
+        return self.llm is None and self.tpe.history_pure
 
     def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
         self._generations += 1

@@ -8,13 +8,13 @@ from typing import Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.tuning.space import PARAMS, SearchSpace, build_config, config_key
-from autokernel.tuning.strategies.base import Observation, tried_keys
+from autokernel.tuning.strategies.base import Observation, StrategyBase, tried_keys
 
 _ASKS_PER_PROPOSAL = 40  # TPE re-suggests in discrete spaces: ask this often before filling at random
 _N_STARTUP = 6
 
 
-class OptunaStrategy:
+class OptunaStrategy(StrategyBase):
     """Tree-structured Parzen estimator (optuna.samplers.TPESampler, multivariate).
 
     Each propose rebuilds a study from the history: successful trials are told their

@@ -7,10 +7,10 @@ from typing import Sequence
 
 from autokernel.config import KernelConfig
 from autokernel.tuning.space import SearchSpace, config_key
-from autokernel.tuning.strategies.base import Observation, tried_keys
+from autokernel.tuning.strategies.base import Observation, StrategyBase, tried_keys
 
 
-class RandomStrategy:
+class RandomStrategy(StrategyBase):
     """Samples ``n`` untried configs uniformly, without replacement. One seed gives the
     same sequence of proposals for the same space and history."""
 
