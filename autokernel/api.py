@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from autokernel import autotune, best, runtime
+from autokernel import autotune, best, runtime, select
 from autokernel.config import KernelConfig, check_fits
+from autokernel.kernels import matmul as grouped
+from autokernel.kernels import matmul_tma, splitk, streamk
 from autokernel.records import normalize_activation
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -297,8 +299,8 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
     launch = None
     if m > 0 and n > 0:
         # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
-        c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
-        tma, layout = _tma_can_run(a, b, c), operand_layout(a, b)
+        c = out if out is not None else a.new_empty(m, n)
+        tma, layout = tma_runs(a, b, c), operand_layout(a, b)
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
                              tma=tma, layout=layout)
         if config is None and autotune.enabled():
@@ -338,17 +340,23 @@ def operand_layout(a, b) -> str:
     return ("t" if a.stride(1) != 1 and a.stride(0) == 1 else "n") + ("t" if b.stride(1) != 1 and b.stride(0) == 1 else "n")
 
 
-def _tma_can_run(a, b, out) -> bool:
-    """Whether a "tma" or "auto" config would run the TMA kernel on these operands here
-    (see _plan_kernel): what decides the shared memory a config needs. Under the
-    interpreter there is no limit to fit; True there, the larger need."""
+def tma_runs(a, b, out) -> bool:
+    """Whether a "tma" or "auto" config runs the TMA kernel on these operands here (see
+    _plan_kernel): what decides the shared memory a config needs. A GPU with TMA
+    descriptors (``runtime.has_tma``) and operands the kernel takes (its own rule,
+    ``tma_operands``). Under the interpreter there is no limit to fit; True there, the
+    larger need."""
     if runtime.INTERPRETER:
         return True
-    if not runtime.has_tma() or a.shape[1] == 0:
-        return False
-    from autokernel.kernels.matmul_tma import tma_operands
+    return runtime.has_tma() and a.shape[1] > 0 and matmul_tma.tma_operands(a, b, out) is not None
 
-    return tma_operands(a, b, out) is not None
+
+def tma_runs_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> bool:
+    """``tma_runs`` for a problem's operands as ``Problem.make_inputs`` stores them (the same
+    rule, asked of their shapes and strides: ``select.tma_aligned``)."""
+    if runtime.INTERPRETER:
+        return True
+    return runtime.has_tma() and select.tma_aligned(m, n, k, dtype, layout)
 
 
 def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, z):
@@ -359,13 +367,9 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
     takes the split-K kernels (pointer loads) whatever its variant: the TMA kernel has no
     split-K, and the config asked for it. Likewise stream_k takes the stream-K kernel."""
     if config.stream_k:
-        from autokernel.kernels.streamk import plan_matmul_streamk
-
-        return plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+        return streamk.plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
     if config.split_k > 1:
-        from autokernel.kernels.splitk import plan_matmul_splitk
-
-        return plan_matmul_splitk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+        return splitk.plan_matmul_splitk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
     if config.variant == "grouped":
         use_tma = False
     elif runtime.INTERPRETER:
@@ -373,14 +377,10 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
     else:
         use_tma = runtime.has_tma()
     if use_tma and a.shape[1] > 0:
-        from autokernel.kernels.matmul_tma import plan_matmul_tma, tma_operands
-
-        operands = tma_operands(a, b, out)
+        operands = matmul_tma.tma_operands(a, b, out)
         if operands is not None:
-            return plan_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
-    from autokernel.kernels.matmul import plan_matmul
-
-    return plan_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+            return matmul_tma.plan_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
+    return grouped.plan_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
 
 
 def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:

@@ -19,7 +19,7 @@ import random
 import sys
 
 from autokernel import best, select
-from autokernel.config import KernelConfig, default_config
+from autokernel.config import KernelConfig
 from autokernel.records import torch_dtype
 
 
@@ -45,13 +45,11 @@ def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict
     the configs the sweep measured."""
     r0 = rows[0]
     dtype = torch_dtype(r0["dtype"])
-    tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
     measured = {KernelConfig.from_dict(r["config"]): r for r in rows if r["config"] is not None and r.get("gpu_ms")}
-    default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
-    tuned = best._nearby(r0["m"], r0["n"], r0["k"], r0["dtype"], r0.get("activation", "none"), r0["device"])
-    choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default, tuned=tuned,
-                           fits=lambda c: c in measured, margin=margin,
-                           aligned=select.rows_aligned(r0["k"], r0["layout"]))
+    found = best.pick(r0["m"], r0["n"], r0["k"], dtype, r0.get("activation", "none"), r0.get("bias", False),
+                      r0["layout"], device=r0["device"], margin=margin, fits=lambda c: c in measured, rank=True,
+                      model=model)
+    choice, default = found.choice, found.default
     cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
     return measured[choice.config], measured[default], cublas, choice
 
