@@ -48,7 +48,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-if TYPE_CHECKING:  # imported where used: `autokernel cache info` lists the files without torch
+import autokernel
+from autokernel import userfiles
+
+# torch and the modules that load it (runtime, timing, config) are imported inside the
+# functions that need them: `autokernel cache` lists and clears the files without torch.
+if TYPE_CHECKING:
     import torch
 
     from autokernel.config import KernelConfig
@@ -147,12 +152,7 @@ def _as_key(key: "Key | Sequence[Any]") -> Key:
 
 
 def _version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "none"
+    return userfiles.installed(name) or "none"
 
 
 def _device_key(name: str) -> str:
@@ -162,11 +162,8 @@ def _device_key(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _versions() -> dict[str, str]:
-    import autokernel
-    from autokernel.tuning.readings import code_fingerprint
-
     return {"torch": _version("torch"), "triton": _version("triton"), "autokernel": autokernel.__version__,
-            "code": code_fingerprint()[:12]}
+            "code": userfiles.code_fingerprint()[:12]}
 
 
 def header(device: str | None = None) -> dict[str, Any]:
@@ -350,10 +347,8 @@ _caches_lock = threading.Lock()
 def cache(device: str | None = None) -> Cache:
     """The Cache of ``device`` (a device name; default: this process's GPU) in the
     current cache directory, one per process."""
-    from autokernel.tuning.readings import cache_dir
-
     head = header(device)
-    path = cache_dir() / file_name(head)
+    path = userfiles.cache_dir() / file_name(head)
     with _caches_lock:
         found = _caches.get(path)
         if found is None or found.head != head:
@@ -470,11 +465,9 @@ def files(directory: Path | None = None) -> list[dict[str, Any]]:
     triton, autokernel, code; {} where unreadable), entries, bytes, last (the latest
     entry's time), stale (other software than this install's: no process of it reads
     the file), and error (why the file is unreadable, or None)."""
-    import autokernel
-    from autokernel.tuning.readings import _installed, cache_dir, code_fingerprint
-
-    directory = cache_dir() if directory is None else Path(directory)
-    here = {"torch": _installed("torch"), "triton": _installed("triton"), "autokernel": autokernel.__version__}
+    directory = userfiles.cache_dir() if directory is None else Path(directory)
+    here = {"torch": userfiles.installed("torch"), "triton": userfiles.installed("triton"),
+            "autokernel": autokernel.__version__}
     out = []
     for path in sorted(directory.glob(f"{PREFIX}-*.json")):
         try:
@@ -492,7 +485,7 @@ def files(directory: Path | None = None) -> list[dict[str, Any]]:
             error = str(exc)
         moved = [name for name, have in here.items()
                  if name in env and have is not None and env[name].split("+")[0] != have.split("+")[0]]
-        stale = bool(env) and (env.get("code") != code_fingerprint()[:12] or bool(moved))
+        stale = bool(env) and (env.get("code") != userfiles.code_fingerprint()[:12] or bool(moved))
         out.append({"path": path, "kind": PREFIX, "env": env, "entries": len(entries), "bytes": size,
                     "last": max((e["written"] for e in entries.values()), default=None), "stale": stale,
                     "error": error})

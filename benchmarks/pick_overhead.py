@@ -8,7 +8,7 @@ figures, each the median and 90th percentile over the shapes, in µs of host tim
 - pick: ``best.resolve``, what ``autokernel.matmul`` launches with when given no config
   (exact tuned entry, else the selector's choice, else the default) and nothing more;
 - plan: the whole first-call path of ``autokernel.matmul`` before the kernel runs
-  (``api._make_plan``: argument layouts, the pick through ``best.resolve``, the fit to the
+  (``plans._make_plan``: argument layouts, the pick through ``best.resolve``, the fit to the
   device's shared memory, the kernel launch built), with first-use tuning off.
 
 Every shape is new to the process (no cache hit); the selector's model is loaded and its
@@ -33,7 +33,7 @@ os.environ.pop("AUTOKERNEL_AUTOTUNE", None)
 
 import torch  # noqa: E402
 
-from autokernel import api, autotune, best, runtime  # noqa: E402
+from autokernel import autotune, best, plans, runtime  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SHARED_MEMORY = 232448
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
 
     # The model loaded and the candidates prepared: what a process's first call pays once.
     m, n, k, dtype = shapes[0]
-    api._make_plan(*operands(m, n, k, dtype), None, "none", 0.01, None, None, False)
+    plans._make_plan(*operands(m, n, k, dtype), None, "none", 0.01, None, None, False)
     tma = runtime.has_tma() or runtime.INTERPRETER
     pick_times, plan_times = [], []
     for m, n, k, dtype in shapes[1: args.n + 1]:
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     for m, n, k, dtype in shapes[args.n + 1:]:
         a, b = operands(m, n, k, dtype)
         start = time.perf_counter()
-        api._make_plan(a, b, None, "none", 0.01, None, None, False)
+        plans._make_plan(a, b, None, "none", 0.01, None, None, False)
         plan_times.append(time.perf_counter() - start)
     result = {"device": name, "interpreter": runtime.INTERPRETER, "pick": stats(pick_times), "plan": stats(plan_times)}
     if args.json:

@@ -40,13 +40,13 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
-    from autokernel import best
+    from autokernel import history
     from autokernel.cli.history import load_history
 
     path, df = load_history(history_path)
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exported = best.export(df, device=device, dtype=dtype, activation=activation)
+        exported = history.export_best(df, device=device, dtype=dtype, activation=activation)
     for w in caught:
         warn(str(w.message))
     if not exported.entries:
