@@ -48,15 +48,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from filelock import FileLock
+
 import autokernel
 from autokernel import userfiles
+from autokernel.records import KernelConfig  # the records load no torch
 
 # torch and the modules that load it (runtime, timing, config) are imported inside the
 # functions that need them: `autokernel cache` lists and clears the files without torch.
 if TYPE_CHECKING:
     import torch
-
-    from autokernel.config import KernelConfig
 
 ENV = "AUTOKERNEL_AUTOTUNE"
 SCHEMA = 1
@@ -206,8 +207,6 @@ def _parse(text: str | bytes, head: dict[str, Any] | None, configs: bool = True)
         try:
             key = Key(**entry["key"])
             if configs:
-                from autokernel.config import KernelConfig
-
                 KernelConfig.from_dict(entry["config"])
             if not isinstance(entry.get("raced"), list) or not isinstance(entry.get("written"), str):
                 raise TypeError("raced or written missing")
@@ -282,8 +281,6 @@ class Cache:
             self._winners[key.text()] = config
             if self.off:
                 return
-            from filelock import FileLock
-
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
@@ -295,8 +292,6 @@ class Cache:
                 self._warn("io", f"{self.path}: {getattr(exc, 'strerror', None) or exc}; "
                            "first-use winners are kept in memory only in this process")
                 return
-            from autokernel.config import KernelConfig
-
             for text_key, other in disk.items():  # what other processes kept meanwhile
                 if text_key not in entries:
                     entries[text_key] = other
@@ -310,8 +305,6 @@ class Cache:
 
     def _load(self) -> dict[str, dict]:
         if self._entries is None:
-            from autokernel.config import KernelConfig
-
             self._entries = self._read()
             self._winners = {t: KernelConfig.from_dict(e["config"]) for t, e in self._entries.items()}
         return self._entries
@@ -497,7 +490,6 @@ def entries(path: Path | None = None) -> list[dict[str, Any]]:
     "dtype", "activation", "bias", "mode", "config" (a KernelConfig), "ms" (the winner's),
     "raced" (candidates that ran), "failed", "written"}, sorted by key. ValueError for a
     ``path`` that is not a first-use tuning file."""
-    from autokernel.config import KernelConfig
     if path is None:
         kept = cache().entries()
     else:
