@@ -374,7 +374,8 @@ def _fit_cached(config, dtype, limit, tma, bias, store_z):
 
 def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", bias: bool = False,
          layout: str = "nn", *, device: str, limit: int | None = None, tma: bool | None = None,
-         store_z: bool = False, gpu: bool = True, margin: float = select.DEFAULT_MARGIN, fits=None,
+         store_z: bool = False, gpu: bool = True, margin: float = select.DEFAULT_MARGIN,
+         z: float = select.UNCERTAINTY_Z, fits=None,
          rank: bool = False, model: "select.Model | None" = None) -> Pick:
     """The config ``autokernel.matmul`` launches an M x N x K problem with on the GPU named
     ``device``, and why; no GPU needed (the tuned files and the selector's model are data).
@@ -390,7 +391,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
     in the call's mode (``tma``, ``bias``, ``store_z``; None: no limit). tma: whether the
     TMA kernel can take the operands (None: as ``Problem.make_inputs`` stores them in this
     layout, ``select.tma_aligned``). gpu: the GPU's default config (False: the interpreter's).
-    margin: the selector's (``select.choose``). fits: a further filter of the configs the
+    margin, z: the selector's (``select.choose``). fits: a further filter of the configs the
     selector may pick (a replay: those measured); given, nothing is kept per mode. rank:
     compute the selector's ranking even where an exact entry wins (``explain``). model: the
     selector's model to rank with (default: ``selector_model(device)``; a replay passes one
@@ -424,7 +425,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
             fits_key, allowed = None, fits
         tuned = _nearby_fitted(m, n, k, dt, activation, device, dtype, limit, mode)
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
-                               fits_key=fits_key, margin=margin, aligned=select.rows_aligned(k, layout))
+                               fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout))
     if exact is not None:
         return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
     if ranked is not None:

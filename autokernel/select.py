@@ -21,6 +21,7 @@ scored with the constants of the candidate that runs the same kernel with the sa
 from __future__ import annotations
 
 import functools
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -234,45 +235,77 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             for key, i in index.items()}
 
 
+def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
+    """Per config of ``model`` (by ``config_id``), the RMS of log(predicted / measured) over
+    the sweep rows it scores (its own, and those of configs scored with its constants):
+    how far its predictions are to be trusted."""
+    squares: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("config") is None or not row.get("gpu_ms") or row.get("status", "success") != "success":
+            continue
+        config = KernelConfig.from_dict(row["config"])
+        dtype = torch_dtype(row["dtype"])
+        tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
+        found = model.constants_for(config, tma)
+        if found is None:
+            continue
+        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs))
+        squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
+    return {key: math.sqrt(sum(v) / len(v)) for key, v in squares.items()}
+
+
 # ---- choosing --------------------------------------------------------------------------
 
 DEFAULT_MARGIN = 0.03
-"""The default config is replaced only by a config predicted this much faster: the model's
+"""With a model file that holds no errors (``Model.errors``): the default config is replaced
+only by a config predicted this much faster. The model's
 errors are a few per cent (median 7 % on the H100 sweep), and within them the default,
 which many shapes were read for, is the safer choice. 10-fold cross-validation on the H100
 sweep: 0.03 gave the best geomean of pick over the sweep's best (docs/selector.md)."""
+
+UNCERTAINTY_Z = 0.3
+"""Where the model knows its errors (``Model.errors``), the default config is replaced only
+by a config whose predicted gain, as a log ratio, exceeds UNCERTAINTY_Z times the combined
+error of the two predictions: sqrt(err_winner^2 + err_default^2), each the RMS log error of
+the constants that scored it on the rows they were fitted to. A margin proportional to the
+uncertainty: wide for the pointer kernels (0.17 on the H100), narrow for the TMA kernel
+(0.08). 10-fold cross-validation on the H100 sweeps (536 shapes): picks more than 2 % slower
+than the default 37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984 (docs/selector.md)."""
 
 SCHEMA = 1
 
 
 @dataclass(frozen=True)
 class Model:
-    """The fitted constants of one GPU: per config (by ``config_id``), and the SM count
-    they were fitted for."""
+    """The fitted constants of one GPU: per config (by ``config_id``), the SM count they
+    were fitted for, and per config the RMS log error of its predictions on the rows it
+    was fitted to (``errors``, from ``fit_errors``; empty in a file written without them,
+    where ``choose`` falls back to ``DEFAULT_MARGIN``)."""
 
     device: str
     programs: int
     constants: dict[str, Constants]
+    errors: dict[str, float] = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> str:
-        import json
-
-        return json.dumps({"schema": SCHEMA, "device": self.device, "programs": self.programs,
-                           "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}},
-                          indent=1) + "\n"
+        data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
+                "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}}
+        if self.errors:
+            data["errors"] = dict(sorted(self.errors.items()))
+        return json.dumps(data, indent=1) + "\n"
 
     @classmethod
     def from_json(cls, text: str, where: str = "selector file") -> "Model":
-        import json
-
         try:
             data = json.loads(text)
             if data.get("schema") != SCHEMA:
                 raise ValueError(f"schema {data.get('schema')!r}, this autokernel reads {SCHEMA}")
             constants = {KernelConfig.model_validate_json(key).to_json(): Constants(*map(float, values))
                          for key, values in data["constants"].items()}
-            return cls(str(data["device"]), int(data["programs"]), constants)
+            errors = {KernelConfig.model_validate_json(key).to_json(): float(value)
+                      for key, value in data.get("errors", {}).items()}
+            return cls(str(data["device"]), int(data["programs"]), constants, errors)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
 
@@ -312,7 +345,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "occupancy", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d")
+                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, occupancy: int, constants: Constants | None,
                  scored_as: KernelConfig | None, programs: int):
@@ -385,6 +418,8 @@ def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) 
         kind = kernel_kind(config, tma)
         found = _Prepared(config, key, kind, occupancy(config, dtype) if kind in ("grouped", "splitk") else 1,
                           constants[0] if constants else None, constants[1] if constants else None, model.programs)
+        if model.errors:  # the error of the constants that score it; the largest where unknown
+            found.error = model.errors.get(config_id(constants[1]) if constants else "", max(model.errors.values()))
         memo[(key, dtype.itemsize, tma)] = found
     memo[(id(config), dtype.itemsize, tma)] = _Prepared.same(found, config)
     return memo[(id(config), dtype.itemsize, tma)]
@@ -404,12 +439,13 @@ def rows_aligned(k: int, layout: str) -> bool:
 
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
-           margin: float = DEFAULT_MARGIN, aligned: bool = True) -> Choice:
+           margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
-    left out. The fastest predicted wins, unless it beats the default's prediction by
-    less than ``margin``. Where the TMA kernel can run and the operands' rows along K are
+    left out. The fastest predicted wins, unless it beats the default's prediction by less
+    than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
+    its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
     it is one) are left out while a TMA config remains.
 
@@ -484,7 +520,14 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         return Choice(default, "default", "no config could be scored", scores)
     if best_source == "default":
         return Choice(default, "default", "the default is predicted fastest", scores)
-    if default_us is not None and best_us > default_us * (1 - margin):
+    if default_us is not None and model.errors:
+        at_default = next(p for _, p, source in scores if source == "default")
+        need = z * math.sqrt(best.error ** 2 + at_default.error ** 2)
+        if math.log(default_us / best_us) <= need:
+            return Choice(default, "default", f"the best prediction ({best.config.short()}, {best_us:.1f} µs) beats "
+                          f"the default's ({default_us:.1f} µs) by less than the model's uncertainty "
+                          f"({math.exp(need) - 1:.0%})", scores)
+    elif default_us is not None and best_us > default_us * (1 - margin):
         return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
                       f"{margin:.0%} of the default's", scores)
     reason = f"predicted {best_us:.1f} µs" + (f", the default {default_us:.1f} µs" if default_us is not None else "")

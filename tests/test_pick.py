@@ -4,6 +4,7 @@ for a named device (best.pick) behind resolve, explain and the replay."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -36,7 +37,8 @@ def h100(monkeypatch):
     best.clear_cache()
 
 
-def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligned, margin=select.DEFAULT_MARGIN):
+def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligned, margin=select.DEFAULT_MARGIN,
+                     z=select.UNCERTAINTY_Z):
     """The selector's rule read straight from its documentation, on the slow public pieces
     (why_not, features, constants_for, predict_us): (winner, source, [(config, source, µs)])."""
     pool = []
@@ -56,7 +58,17 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]
     best_config, best_source, best_us = min(scored, key=lambda x: x[2])
-    if best_source == "default" or (default_us is not None and best_us > default_us * (1 - margin)):
+
+    def error(config):  # the RMS log error of the constants that score it
+        found = model.constants_for(config, tma)
+        return model.errors.get(select.config_id(found[1]), max(model.errors.values()))
+
+    if best_source == "default":
+        return default, "default", scores
+    if default_us is not None and model.errors:
+        if math.log(default_us / best_us) <= z * math.sqrt(error(best_config) ** 2 + error(default) ** 2):
+            return default, "default", scores
+    elif default_us is not None and best_us > default_us * (1 - margin):
         return default, "default", scores
     return best_config, "selected" if best_source == "candidate" else best_source, scores
 
@@ -94,6 +106,32 @@ def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
             assert (fast.config, fast.source) == (config, source), where
             # Every prediction, bit for bit, in the pool's order.
             assert [(p.config, s, us) for us, p, s in fast.scores] == scores, where
+
+
+def test_the_shipped_model_knows_its_errors_and_a_file_without_them_keeps_the_margin(h100):
+    model = best.selector_model(H100)
+    assert set(model.errors) == set(model.constants) and all(0 < e < 1 for e in model.errors.values())
+    assert select.Model.from_json(model.to_json()) == model
+    plain = select.Model(model.device, model.programs, model.constants)  # a file written before errors
+    assert "errors" not in plain.to_json() and select.Model.from_json(plain.to_json()).errors == {}
+    for m, n, k, dtype, act, bias, store_z, tma, layout in _problems(100, seed=13):
+        default = default_config(m, n, k, dtype, gpu=True)
+        for candidate in (model, plain):
+            fast = select.choose(candidate, m, n, k, dtype, tma=tma, default=default, aligned=select.rows_aligned(k, layout))
+            config, source, _ = reference_choose(candidate, m, n, k, dtype, tma=tma, default=default, tuned=(),
+                                                 fits=lambda c: True, aligned=select.rows_aligned(k, layout))
+            assert (fast.config, fast.source) == (config, source)
+    # Within the uncertainty, the default stays and says why.
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    default = default_config(4096, 4096, 4096, torch.float16, gpu=True)
+    constants = {select.config_id(fast): select.Constants(1.0, 0.01, 0.9, 2.0),
+                 select.config_id(default): select.Constants(2.2, 0.022, 0.9, 2.0)}  # ~10 % slower
+    for error, winner in ((0.5, default), (0.05, fast)):
+        toy = select.Model("GPU X", 132, constants, {key: error for key in constants})
+        choice = select.choose(toy, 4096, 4096, 4096, torch.float16, tma=True, default=default)
+        assert choice.config == winner
+    assert "uncertainty" in select.choose(select.Model("GPU X", 132, constants, {key: 0.5 for key in constants}),
+                                          4096, 4096, 4096, torch.float16, tma=True, default=default).reason
 
 
 def test_resolve_is_pick_for_this_machine_and_explain_and_the_replay_call_pick(h100):
