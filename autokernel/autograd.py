@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from autokernel import runtime
-from autokernel.api import _layout, cached_plan, gemm_plan
+from autokernel.kernels.backward import plan_activation_grad
+from autokernel.plans import _layout, cached_plan, gemm_plan
 from autokernel.config import KernelConfig
 
 
@@ -59,8 +60,6 @@ class BackwardPlan:
 
     def __init__(self, dy, x, weight, z, activation: str, slope: float, needs: tuple[bool, bool, bool],
                  bias_dtype: torch.dtype | None, dx_config: KernelConfig | None, dw_config: KernelConfig | None):
-        from autokernel.kernels.backward import plan_activation_grad
-
         need_dx, need_dw, need_db = needs
         m, n = dy.shape
         self.dz_shape = (m, n)

@@ -48,10 +48,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-if TYPE_CHECKING:  # imported where used: `autokernel cache info` lists the files without torch
-    import torch
+from filelock import FileLock
 
-    from autokernel.config import KernelConfig
+import autokernel
+from autokernel import userfiles
+from autokernel.records import KernelConfig  # the records load no torch
+
+# torch and the modules that load it (runtime, timing, config) are imported inside the
+# functions that need them: `autokernel cache` lists and clears the files without torch.
+if TYPE_CHECKING:
+    import torch
 
 ENV = "AUTOKERNEL_AUTOTUNE"
 SCHEMA = 1
@@ -147,12 +153,7 @@ def _as_key(key: "Key | Sequence[Any]") -> Key:
 
 
 def _version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "none"
+    return userfiles.installed(name) or "none"
 
 
 def _device_key(name: str) -> str:
@@ -162,11 +163,8 @@ def _device_key(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _versions() -> dict[str, str]:
-    import autokernel
-    from autokernel.tuning.readings import code_fingerprint
-
     return {"torch": _version("torch"), "triton": _version("triton"), "autokernel": autokernel.__version__,
-            "code": code_fingerprint()[:12]}
+            "code": userfiles.code_fingerprint()[:12]}
 
 
 def header(device: str | None = None) -> dict[str, Any]:
@@ -209,8 +207,6 @@ def _parse(text: str | bytes, head: dict[str, Any] | None, configs: bool = True)
         try:
             key = Key(**entry["key"])
             if configs:
-                from autokernel.config import KernelConfig
-
                 KernelConfig.from_dict(entry["config"])
             if not isinstance(entry.get("raced"), list) or not isinstance(entry.get("written"), str):
                 raise TypeError("raced or written missing")
@@ -285,8 +281,6 @@ class Cache:
             self._winners[key.text()] = config
             if self.off:
                 return
-            from filelock import FileLock
-
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
@@ -298,8 +292,6 @@ class Cache:
                 self._warn("io", f"{self.path}: {getattr(exc, 'strerror', None) or exc}; "
                            "first-use winners are kept in memory only in this process")
                 return
-            from autokernel.config import KernelConfig
-
             for text_key, other in disk.items():  # what other processes kept meanwhile
                 if text_key not in entries:
                     entries[text_key] = other
@@ -313,8 +305,6 @@ class Cache:
 
     def _load(self) -> dict[str, dict]:
         if self._entries is None:
-            from autokernel.config import KernelConfig
-
             self._entries = self._read()
             self._winners = {t: KernelConfig.from_dict(e["config"]) for t, e in self._entries.items()}
         return self._entries
@@ -350,10 +340,8 @@ _caches_lock = threading.Lock()
 def cache(device: str | None = None) -> Cache:
     """The Cache of ``device`` (a device name; default: this process's GPU) in the
     current cache directory, one per process."""
-    from autokernel.tuning.readings import cache_dir
-
     head = header(device)
-    path = cache_dir() / file_name(head)
+    path = userfiles.cache_dir() / file_name(head)
     with _caches_lock:
         found = _caches.get(path)
         if found is None or found.head != head:
@@ -470,11 +458,9 @@ def files(directory: Path | None = None) -> list[dict[str, Any]]:
     triton, autokernel, code; {} where unreadable), entries, bytes, last (the latest
     entry's time), stale (other software than this install's: no process of it reads
     the file), and error (why the file is unreadable, or None)."""
-    import autokernel
-    from autokernel.tuning.readings import _installed, cache_dir, code_fingerprint
-
-    directory = cache_dir() if directory is None else Path(directory)
-    here = {"torch": _installed("torch"), "triton": _installed("triton"), "autokernel": autokernel.__version__}
+    directory = userfiles.cache_dir() if directory is None else Path(directory)
+    here = {"torch": userfiles.installed("torch"), "triton": userfiles.installed("triton"),
+            "autokernel": autokernel.__version__}
     out = []
     for path in sorted(directory.glob(f"{PREFIX}-*.json")):
         try:
@@ -492,7 +478,7 @@ def files(directory: Path | None = None) -> list[dict[str, Any]]:
             error = str(exc)
         moved = [name for name, have in here.items()
                  if name in env and have is not None and env[name].split("+")[0] != have.split("+")[0]]
-        stale = bool(env) and (env.get("code") != code_fingerprint()[:12] or bool(moved))
+        stale = bool(env) and (env.get("code") != userfiles.code_fingerprint()[:12] or bool(moved))
         out.append({"path": path, "kind": PREFIX, "env": env, "entries": len(entries), "bytes": size,
                     "last": max((e["written"] for e in entries.values()), default=None), "stale": stale,
                     "error": error})
@@ -504,7 +490,6 @@ def entries(path: Path | None = None) -> list[dict[str, Any]]:
     "dtype", "activation", "bias", "mode", "config" (a KernelConfig), "ms" (the winner's),
     "raced" (candidates that ran), "failed", "written"}, sorted by key. ValueError for a
     ``path`` that is not a first-use tuning file."""
-    from autokernel.config import KernelConfig
     if path is None:
         kept = cache().entries()
     else:

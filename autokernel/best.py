@@ -38,8 +38,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Iterable
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -52,8 +51,6 @@ from autokernel.kernels.fit import fit_config
 from autokernel.records import LAYOUTS, normalize_activation, parse_dtype
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from autokernel.records import Problem
 
 SCHEMA_VERSION = 1
@@ -207,122 +204,6 @@ def load(path: str | Path) -> BestFile:
         raise ConfigError(one_line(exc, f"{path} is not a best-config file")) from None
 
 
-# --- export -----------------------------------------------------------------------
-
-
-def export(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[str] | None = None,
-           activation: str | Iterable[str] | None = None) -> BestFile:
-    """The best successful config per problem in history rows ``df`` (``History.read()``).
-
-    device: the GPU name as the history writes it, its ``device_key``, or a part of that
-    key naming one device of the history (e.g. "h100"); by default the only device
-    with successful trials, else this machine's. Only the device's own kind of timing
-    counts: interpreter rows for the interpreter's device, GPU rows for a GPU (replayed
-    rows, "replay", never: they repeat a recorded sweep; a warning counts what was skipped).
-    dtype, activation: keep only these (names or aliases; one or several).
-
-    Raises ValueError for an unknown dtype or activation, or when no device is given and
-    the history has trials of several. No successful trial gives a file with no entries.
-    Rows whose config is not a valid KernelConfig (a hand edit) are skipped with a warning.
-    """
-    from autokernel.history import PROBLEM_KEY, best_per_problem, drop_superseded, is_triton_forward, to_records
-
-    dtypes = _names(dtype, parse_dtype)
-    activations = _names(activation, normalize_activation)
-    df = df[df[["M", "N", "K", "dtype"]].notna().all(axis=1)]
-    df = df.assign(activation=df["activation"].fillna("none"), layout=df["layout"].fillna("nn"),
-                   bias=df["bias"].fillna(False))
-    if dtypes:
-        df = df[df["dtype"].isin(dtypes)]
-    if activations:
-        df = df[df["activation"].isin(activations)]
-    ours = is_triton_forward(df)
-    success = (df["status"] == "success") & df["ms"].notna()
-    name = _pick_device(df, df[ours & success], device)
-    timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
-    on_device = df["device"] == name
-    other = df[ours & success & on_device & (df["timing"] != timing)]
-    if not other.empty:
-        kinds = ", ".join(sorted(set(other["timing"].fillna("unlabelled"))))
-        warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
-                      f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
-    here = on_device & (df["timing"] == timing)
-    ok = drop_superseded(df[ours & here & df["config"].notna()])  # a failed re-time supersedes too
-    ok = ok[(ok["status"] == "success") & ok["ms"].notna()]
-    configs = _parse_configs(ok["config"])
-    ok = ok[ok["config"].map(configs).notna()]
-    best = best_per_problem(ok)
-    trials = df[ours & here].groupby(PROBLEM_KEY, dropna=False).size()
-    baselines = df[here & success & (df["kernel"] == "torch")]
-    torch_ms = baselines.groupby(PROBLEM_KEY, dropna=False)["ms"].min()
-    entries = []
-    for row in to_records(best):
-        key = tuple(row[c] for c in PROBLEM_KEY)
-        base = float(torch_ms[key]) if key in torch_ms.index else None
-        entries.append(BestEntry(
-            **{c: row[c] for c in PROBLEM_KEY}, config=configs[row["config"]], ms=row["ms"],
-            gpu_ms=row["gpu_ms"], tflops=row["tflops"], torch_ms=base,
-            speedup_vs_cublas=base / row["ms"] if base is not None else None, trials=int(trials[key]),
-        ))
-    return BestFile(
-        schema_version=SCHEMA_VERSION,
-        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        device=name,
-        timing=timing,
-        torch_version=_joined(best["torch_version"]),
-        triton_version=_joined(best["triton_version"]),
-        entries=entries,
-    )
-
-
-def _names(value: str | Iterable[str] | None, parse) -> list[str]:
-    if value is None:
-        return []
-    return [parse(v) for v in ([value] if isinstance(value, str) else value)]
-
-
-def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | None) -> str:
-    """The history's name of the device to export (see ``export``)."""
-    if device is not None:
-        known = sorted(set(df["device"].dropna()))
-        exact = [d for d in known if device_key(d) == device_key(device)]
-        if exact:
-            return exact[0]
-        part = [d for d in known if device_key(device) in device_key(d)]
-        if len(part) > 1:
-            raise ValueError(f"--device {device!r} matches several devices of the history ({', '.join(part)}); "
-                             "name one")
-        return part[0] if part else device
-    names = sorted(set(successes["device"].dropna()))
-    if len(names) <= 1:
-        return names[0] if names else runtime.device_name()
-    here = runtime.device_name()
-    if here in names:
-        return here
-    raise ValueError(f"the history has trials of several devices ({', '.join(names)}); pick one with --device")
-
-
-def _parse_configs(texts: "pd.Series") -> dict[str, KernelConfig | None]:
-    """Each distinct config text parsed once; None (and one warning) for those that aren't a KernelConfig."""
-    parsed: dict[str, KernelConfig | None] = {}
-    for text in texts.unique():
-        try:
-            parsed[text] = KernelConfig.from_dict(json.loads(text))
-        except (json.JSONDecodeError, ConfigError):
-            parsed[text] = None
-    bad = sum(texts.map(parsed).isna())
-    if bad:
-        warnings.warn(f"skipped {bad} successful row(s) whose config is not a valid KernelConfig",
-                      RuntimeWarning, stacklevel=3)
-    return parsed
-
-
-def _joined(values: "pd.Series") -> str | None:
-    """The distinct versions the winners were measured with, comma-separated."""
-    names = sorted(set(values.dropna()))
-    return ", ".join(names) or None
-
-
 # --- run-time lookup -------------------------------------------------------------------
 
 
@@ -448,25 +329,148 @@ def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) ->
                  if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
 
 
+@dataclass(frozen=True)
+class Pick:
+    """What ``pick`` answers: the config, where it came from (``resolve``'s sources), why,
+    the default as it fits the call's mode, whether the config is a tuned entry for exactly
+    the problem, and the selector's ranking (None where no model is fitted for the GPU, or
+    where an exact entry won and no ranking was asked for)."""
+
+    config: KernelConfig
+    source: str
+    reason: str
+    default: KernelConfig
+    exact: bool
+    choice: "select.Choice | None" = field(default=None, repr=False)
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def _fitted(config: KernelConfig, dtype: torch.dtype, limit: int | None, tma: bool, bias: bool,
+            store_z: bool) -> KernelConfig | None:
+    """``fit_config``, kept per config and mode (a few configs recur on every shape): the
+    config itself where it fits (callers tell a shrunk one by identity), else its shrunk
+    form or None."""
+    fitted = _fit_cached(config, dtype, limit, tma, bias, store_z)
+    return config if fitted is _FITS else fitted
+
+
+_FITS = object()
+
+
+@functools.lru_cache(maxsize=1024)
+def _fit_cached(config, dtype, limit, tma, bias, store_z):
+    fitted = fit_config(config, dtype, limit, tma=tma, bias=bias, store_z=store_z)
+    return _FITS if fitted is config else fitted
+
+
+def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", bias: bool = False,
+         layout: str = "nn", *, device: str, limit: int | None = None, tma: bool | None = None,
+         store_z: bool = False, gpu: bool = True, margin: float = select.DEFAULT_MARGIN,
+         z: float = select.UNCERTAINTY_Z, fits=None,
+         rank: bool = False, model: "select.Model | None" = None) -> Pick:
+    """The config ``autokernel.matmul`` launches an M x N x K problem with on the GPU named
+    ``device``, and why; no GPU needed (the tuned files and the selector's model are data).
+    ``resolve`` is this with this machine's device, shared memory and TMA answer; ``autokernel
+    explain`` and the selector's replay (benchmarks/fit_selector.py) call it for a named GPU.
+
+    The order (module docstring): a tuned entry for exactly the problem (``layout`` too),
+    fitted to the mode; else the selector's choice among its candidates, the nearby tuned
+    entries and the default; else, with no model for the GPU, an entry for this shape in
+    another layout, else the default.
+
+    limit: the device's shared memory per program in bytes, which every config must fit
+    in the call's mode (``tma``, ``bias``, ``store_z``; None: no limit). tma: whether the
+    TMA kernel can take the operands (None: as ``Problem.make_inputs`` stores them in this
+    layout, ``select.tma_aligned``). gpu: the GPU's default config (False: the interpreter's).
+    margin, z: the selector's (``select.choose``). fits: a further filter of the configs the
+    selector may pick (a replay: those measured); given, nothing is kept per mode. rank:
+    compute the selector's ranking even where an exact entry wins (``explain``). model: the
+    selector's model to rank with (default: ``selector_model(device)``; a replay passes one
+    fitted without the shapes it picks for)."""
+    dt = _dtype_name(dtype)
+    if tma is None:
+        tma = select.tma_aligned(m, n, k, dtype, layout)
+    mode = (tma, bias, store_z)
+    found = _exact(m, n, k, dt, activation, bias, layout, device)
+    exact = None
+    if found is not None:
+        exact = _fitted_entry(found, dtype, limit, mode)
+        if exact is None:
+            try:
+                check_fits(found[1], dtype, limit, tma=tma, bias=bias, store_z=store_z)
+            except ConfigError as exc:
+                _warn_once(f"{found[0]}: {exc}; using the default config")
+    config = default_config(m, n, k, dtype, gpu=gpu)
+    default = _fitted(config, dtype, limit, *mode)
+    if default is None:
+        check_fits(config, dtype, limit, tma=tma, bias=bias, store_z=store_z)  # raises: no shrink of it fits
+    default_source = "default" if default is config else "default, fitted"
+    if model is None and (exact is None or rank):
+        model = selector_model(device)
+    ranked = None
+    if model is not None and (exact is None or rank):
+        if fits is None:
+            fits_key = (dtype, limit, tma, bias, store_z)
+            allowed = (lambda c: True) if limit is None else (lambda c: fit_error(c, dtype, limit, tma, bias, store_z) is None)
+        else:
+            fits_key, allowed = None, fits
+        tuned = _nearby_fitted(m, n, k, dt, activation, device, dtype, limit, mode)
+        ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
+                               fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout))
+    if exact is not None:
+        return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
+    if ranked is not None:
+        if ranked.config is default:
+            return Pick(default, default_source, ranked.reason, default, False, ranked)
+        return Pick(ranked.config, ranked.source, ranked.reason, default, False, ranked)
+    # No model to score with: an entry for this shape in another layout is the best guess.
+    found = _exact(m, n, k, dt, activation, bias, None, device)
+    other = found is not None and _fitted_entry(found, dtype, limit, mode)
+    if other:
+        return Pick(other[0], other[1], f"no selector model for {device}; a tuned entry for this shape in "
+                    f"another layout ({found[0]})", default, False)
+    return Pick(default, default_source, f"no selector model for {device}", default, False)
+
+
+def _nearby_fitted(m: int, n: int, k: int, dt: str, activation: str, device: str, dtype: torch.dtype,
+                   limit: int | None, mode: tuple) -> tuple[tuple[KernelConfig, str], ...]:
+    """``_nearby``, each entry fitted to the call's mode (``_fitted``; "fitted" added to where
+    it came from where it was shrunk, left out where it cannot fit)."""
+    lm, ln, lk = math.log2(max(m, 1)), math.log2(max(n, 1)), math.log2(max(k, 1))
+    reach = MAX_RATIO_LOG2
+    return tuple((config, where) for em, en, ek, config, where in _tuned_fitted(dt, activation, device, dtype, limit, mode)
+                 if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
+
+
+@functools.lru_cache(maxsize=64)
+def _tuned_fitted(dt: str, activation: str, device: str, dtype: torch.dtype, limit: int | None,
+                  mode: tuple) -> tuple[tuple[float, float, float, KernelConfig, str], ...]:
+    return tuple((em, en, ek, shrunk, where if shrunk is config else f"{where}, fitted")
+                 for em, en, ek, config, where in _tuned_shapes(dt, activation, device)
+                 if (shrunk := _fitted(config, dtype, limit, *mode)) is not None)
+
+
 def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
-           tma: bool = True, fits=lambda config: True, fits_key=None,
-           default: KernelConfig | None = None, shrink=lambda config: config,
-           layout: str = "nn") -> "select.Choice | None":
-    """The selector's ranking for this problem on ``device`` (``autokernel explain`` prints
-    it), or None where no model is fitted for the GPU. ``fits`` filters configs that
-    cannot launch in the call's mode; ``shrink`` makes a tuned entry fit it (None where
-    it cannot); ``default``: the default config as it fits that mode (default:
-    ``default_config``)."""
-    name = runtime.device_name(device)
-    model = selector_model(name)
-    if model is None:
-        return None
-    dt = str(dtype).removeprefix("torch.")
-    tuned = tuple((shrunk, where if shrunk is config else f"{where}, fitted")
-                  for config, where in _nearby(m, n, k, dt, activation, name)
-                  if (shrunk := shrink(config)) is not None)
-    return select.choose(model, m, n, k, dtype, tma=tma, default=default or default_config(m, n, k, dtype),
-                         tuned=tuned, fits=fits, fits_key=fits_key, aligned=select.rows_aligned(k, layout))
+           store_z: bool = False, tma: bool = True, layout: str = "nn") -> "select.Choice | None":
+    """The selector's ranking for this problem on ``device`` in the call's mode, as
+    ``resolve`` makes it, or None where no model is fitted for the GPU."""
+    return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True).choice
+
+
+def _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=False) -> Pick:
+    """``pick`` for this machine's ``device``: its name, shared memory and kind of default."""
+    return pick(m, n, k, dtype, activation, bias, layout, device=runtime.device_name(device),
+                limit=runtime.shared_memory_limit(), tma=tma, store_z=store_z, gpu=not runtime.INTERPRETER,
+                rank=rank)
 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
@@ -474,7 +478,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
             device: torch.device, store_z: bool = False, tma: bool = True,
             layout: str = "nn") -> tuple[KernelConfig, str]:
     """(config, source): the config ``autokernel.matmul`` launches with when given none,
-    and where it came from.
+    and where it came from (``pick`` for this machine's GPU).
 
     1. A tuned entry for exactly this problem (``layout``: "n" or "t" for each of A and
        B, as in ``Problem``): "env" ($AUTOKERNEL_CONFIG), else "shipped" (the file shipped
@@ -494,25 +498,8 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     time down to 2) and its source says so ("shipped, fitted"); a tuned config that
     cannot be shrunk to fit gives way with one warning; a default that cannot fit raises
     ConfigError. Cached per argument tuple: the per-call cost is one hit."""
-    limit = runtime.shared_memory_limit()
-    mode = dict(tma=tma, bias=bias, store_z=store_z)
-    name = runtime.device_name(device)
-    dt = str(dtype).removeprefix("torch.")
-    found = _exact(m, n, k, dt, activation, bias, layout, name)
-    if found is not None:
-        fitted = _fitted_entry(found, dtype, limit, mode)
-        if fitted is not None:
-            return fitted
-        try:
-            check_fits(found[1], dtype, limit, **mode)
-        except ConfigError as exc:
-            _warn_once(f"{found[0]}: {exc}; using the default config")
-    default, default_source, ranked = _selection(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
-    if ranked is not None:
-        return (ranked.config, ranked.source) if ranked.config is not default else (default, default_source)
-    # No model to score with: an entry for this shape in another layout is the best guess.
-    found = _exact(m, n, k, dt, activation, bias, None, name)
-    return (found is not None and _fitted_entry(found, dtype, limit, mode)) or (default, default_source)
+    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    return found.config, found.source
 
 
 def _source(where: str) -> str:
@@ -521,31 +508,14 @@ def _source(where: str) -> str:
 
 
 def _fitted_entry(found: tuple[str, KernelConfig], dtype: torch.dtype, limit: int | None,
-                  mode: dict) -> tuple[KernelConfig, str] | None:
+                  mode: tuple) -> tuple[KernelConfig, str] | None:
     """(config, source) of a tuned entry (``_exact``'s answer) as it fits the call's mode
-    (shrunk where needed, and then said), or None where it cannot be made to fit."""
+    (tma, bias, store_z), shrunk where needed, and then said; None where it cannot fit."""
     where, config = found
-    fitted = fit_config(config, dtype, limit, **mode)
+    fitted = _fitted(config, dtype, limit, *mode)
     if fitted is None:
         return None
     return fitted, _source(where) if fitted is config else f"{_source(where)}, fitted"
-
-
-def _selection(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
-               store_z: bool, tma: bool, layout: str) -> tuple[KernelConfig, str, "select.Choice | None"]:
-    """(default, its source, the selector's choice or None) in the call's mode: the default
-    shrunk to fit it (ConfigError where nothing does), and the selector's ranking of the
-    configs that fit it."""
-    limit = runtime.shared_memory_limit()
-    mode = dict(tma=tma, bias=bias, store_z=store_z)
-    config = default_config(m, n, k, dtype)
-    default = fit_config(config, dtype, limit, **mode)
-    if default is None:
-        check_fits(config, dtype, limit, **mode)  # raises: no shrink of the default fits
-    ranked = choice(m, n, k, dtype, activation, bias, device, tma,
-                    lambda c: limit is None or fit_error(c, dtype, limit, tma, bias, store_z) is None,
-                    (dtype, limit, tma, bias, store_z), default, lambda c: fit_config(c, dtype, limit, **mode), layout)
-    return default, "default" if default is config else "default, fitted", ranked
 
 
 def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
@@ -553,15 +523,12 @@ def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str,
     """What tuning on first use races for a problem: none where a tuned entry for exactly
     this problem exists (it wins), else the selector's ``count`` best-ranked configs that
     fit the call's mode, with what ``resolve`` picks first and the default among them."""
-    found = _exact(m, n, k, str(dtype).removeprefix("torch."), activation, bias, layout, runtime.device_name(device))
-    mode = dict(tma=tma, bias=bias, store_z=store_z)
-    if found is not None and _fitted_entry(found, dtype, runtime.shared_memory_limit(), mode) is not None:
+    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True)
+    if found.exact:
         return []
-    config, _ = resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
-    default, _, ranked = _selection(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
-    pool = [config, default]
-    if ranked is not None:
-        pool += [s.config for s in ranked.ranked if s.predicted_us is not None]
+    pool = [found.config, found.default]
+    if found.choice is not None:
+        pool += [s.config for s in found.choice.ranked if s.predicted_us is not None]
     out: list[KernelConfig] = []
     for c in pool:
         if c not in out:
@@ -599,6 +566,8 @@ def clear_cache() -> None:
     _selector_model.cache_clear()
     _exact_index.cache_clear()
     _tuned_shapes.cache_clear()
+    _tuned_fitted.cache_clear()
+    _fit_cached.cache_clear()
     resolve.cache_clear()
     _warned.clear()
     for forget in ON_CLEAR:

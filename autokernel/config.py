@@ -66,6 +66,13 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+@functools.lru_cache(maxsize=None)
+def _config(**fields) -> KernelConfig:
+    """One KernelConfig per distinct set of fields (frozen, so shared): validating a new one
+    costs tens of µs, and default_config answers a handful of them for every shape."""
+    return KernelConfig(**fields)
+
+
 @functools.lru_cache(maxsize=1024)
 def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *, gpu: bool | None = None) -> KernelConfig:
     """A sensible config for an M x N x K problem, before any tuning.
@@ -89,11 +96,11 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
 
         bm, bn, bk = fit(m, 64), fit(n, 64), fit(k, 64)
         warps = 4 if bm * bn >= 1024 else 1
-        return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=warps, num_stages=1)
+        return _config(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=warps, num_stages=1)
     wide = dtype == torch.float32  # fp32 tiles take twice the shared memory
     if m <= 64:
         bm = min(64, max(16, _next_pow2(m)))
-        return KernelConfig(block_m=bm, block_n=64, block_k=64 if wide else 128,
+        return _config(block_m=bm, block_n=64, block_k=64 if wide else 128,
                             group_m=8, num_warps=4, num_stages=4, variant="grouped")
     # The largest tile that still makes at least FILL_TILES tiles, else the smallest: 128x256
     # tiles on a 512x512 output are 8 tiles, and 124 of the H100's 132 SMs would sit idle.
@@ -104,11 +111,11 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
         # epilogue. On the H100 that was never slower than the same tile without it and
         # 1.02-1.04x faster in geomean (1.05-1.10x at K <= 1024), over four sweeps of 25 to
         # 140 shapes (docs/selector.md); the pointer kernel, where "auto" falls back, ignores it.
-        return KernelConfig(block_m=128, block_n=128 if wide else 256, block_k=32 if wide else 64,
-                            group_m=8, num_warps=8, num_stages=3, variant="auto", flatten=not wide)
+        return _config(block_m=128, block_n=128 if wide else 256, block_k=32 if wide else 64,
+                       group_m=8, num_warps=8, num_stages=3, variant="auto", flatten=not wide)
     if (bm, bn) == (128, 128):
-        return KernelConfig(block_m=128, block_n=128, block_k=32 if wide else 64,
+        return _config(block_m=128, block_n=128, block_k=32 if wide else 64,
                             group_m=8, num_warps=4, num_stages=4, variant="grouped")
     bk = 32 if wide else 128 if bn == 64 and k >= 1024 else 64
-    return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=4,
+    return _config(block_m=bm, block_n=bn, block_k=bk, group_m=8, num_warps=4,
                         num_stages=4 if wide else 5, variant="grouped")

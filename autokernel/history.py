@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from filelock import FileLock
 
-from autokernel import runtime
-from autokernel.config import KernelConfig
-from autokernel.records import Problem
+from autokernel import best, runtime
+from autokernel.config import ConfigError, KernelConfig
+from autokernel.records import Problem, normalize_activation, parse_dtype
 from autokernel.timing import timing_label
 
 if TYPE_CHECKING:
@@ -413,3 +413,117 @@ def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
     rank = ok["gpu_ms"].fillna(ok["ms"]).rename("rank_ms")
     idx = rank.groupby([ok[c] for c in keys], dropna=False, sort=True).idxmin()
     return ok.loc[idx.to_numpy()].reset_index(drop=True)
+
+
+# --- a best-config file from the history -----------------------------------------------
+
+
+def export_best(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[str] | None = None,
+                activation: str | Iterable[str] | None = None) -> best.BestFile:
+    """The best successful config per problem in history rows ``df`` (``History.read()``).
+
+    device: the GPU name as the history writes it, its ``device_key``, or a part of that
+    key naming one device of the history (e.g. "h100"); by default the only device
+    with successful trials, else this machine's. Only the device's own kind of timing
+    counts: interpreter rows for the interpreter's device, GPU rows for a GPU (replayed
+    rows, "replay", never: they repeat a recorded sweep; a warning counts what was skipped).
+    dtype, activation: keep only these (names or aliases; one or several).
+
+    Raises ValueError for an unknown dtype or activation, or when no device is given and
+    the history has trials of several. No successful trial gives a file with no entries.
+    Rows whose config is not a valid KernelConfig (a hand edit) are skipped with a warning.
+    """
+    dtypes = _names(dtype, parse_dtype)
+    activations = _names(activation, normalize_activation)
+    df = df[df[["M", "N", "K", "dtype"]].notna().all(axis=1)]
+    df = df.assign(activation=df["activation"].fillna("none"), layout=df["layout"].fillna("nn"),
+                   bias=df["bias"].fillna(False))
+    if dtypes:
+        df = df[df["dtype"].isin(dtypes)]
+    if activations:
+        df = df[df["activation"].isin(activations)]
+    ours = is_triton_forward(df)
+    success = (df["status"] == "success") & df["ms"].notna()
+    name = _pick_device(df, df[ours & success], device)
+    timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
+    on_device = df["device"] == name
+    other = df[ours & success & on_device & (df["timing"] != timing)]
+    if not other.empty:
+        kinds = ", ".join(sorted(set(other["timing"].fillna("unlabelled"))))
+        warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
+                      f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
+    here = on_device & (df["timing"] == timing)
+    ok = drop_superseded(df[ours & here & df["config"].notna()])  # a failed re-time supersedes too
+    ok = ok[(ok["status"] == "success") & ok["ms"].notna()]
+    configs = _parse_configs(ok["config"])
+    ok = ok[ok["config"].map(configs).notna()]
+    winners = best_per_problem(ok)
+    trials = df[ours & here].groupby(PROBLEM_KEY, dropna=False).size()
+    baselines = df[here & success & (df["kernel"] == "torch")]
+    torch_ms = baselines.groupby(PROBLEM_KEY, dropna=False)["ms"].min()
+    entries = []
+    for row in to_records(winners):
+        key = tuple(row[c] for c in PROBLEM_KEY)
+        base = float(torch_ms[key]) if key in torch_ms.index else None
+        entries.append(best.BestEntry(
+            **{c: row[c] for c in PROBLEM_KEY}, config=configs[row["config"]], ms=row["ms"],
+            gpu_ms=row["gpu_ms"], tflops=row["tflops"], torch_ms=base,
+            speedup_vs_cublas=base / row["ms"] if base is not None else None, trials=int(trials[key]),
+        ))
+    return best.BestFile(
+        schema_version=best.SCHEMA_VERSION,
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        device=name,
+        timing=timing,
+        torch_version=_joined(winners["torch_version"]),
+        triton_version=_joined(winners["triton_version"]),
+        entries=entries,
+    )
+
+
+def _names(value: str | Iterable[str] | None, parse) -> list[str]:
+    if value is None:
+        return []
+    return [parse(v) for v in ([value] if isinstance(value, str) else value)]
+
+
+def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | None) -> str:
+    """The history's name of the device to export (see ``export``)."""
+    if device is not None:
+        known = sorted(set(df["device"].dropna()))
+        exact = [d for d in known if best.device_key(d) == best.device_key(device)]
+        if exact:
+            return exact[0]
+        part = [d for d in known if best.device_key(device) in best.device_key(d)]
+        if len(part) > 1:
+            raise ValueError(f"--device {device!r} matches several devices of the history ({', '.join(part)}); "
+                             "name one")
+        return part[0] if part else device
+    names = sorted(set(successes["device"].dropna()))
+    if len(names) <= 1:
+        return names[0] if names else runtime.device_name()
+    here = runtime.device_name()
+    if here in names:
+        return here
+    raise ValueError(f"the history has trials of several devices ({', '.join(names)}); pick one with --device")
+
+
+def _parse_configs(texts: "pd.Series") -> dict[str, KernelConfig | None]:
+    """Each distinct config text parsed once; None (and one warning) for those that aren't a KernelConfig."""
+    parsed: dict[str, KernelConfig | None] = {}
+    for text in texts.unique():
+        try:
+            parsed[text] = KernelConfig.from_dict(json.loads(text))
+        except (json.JSONDecodeError, ConfigError):
+            parsed[text] = None
+    bad = sum(texts.map(parsed).isna())
+    if bad:
+        warnings.warn(f"skipped {bad} successful row(s) whose config is not a valid KernelConfig",
+                      RuntimeWarning, stacklevel=3)
+    return parsed
+
+
+def _joined(values: "pd.Series") -> str | None:
+    """The distinct versions the winners were measured with, comma-separated."""
+    names = sorted(set(values.dropna()))
+    return ", ".join(names) or None

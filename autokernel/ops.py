@@ -17,6 +17,8 @@ import torch
 
 from autokernel.autograd import linear_backward, linear_forward, saves_output, stores_preactivation
 from autokernel.config import KernelConfig
+from autokernel.plans import _check_linear_args
+from autokernel.records import normalize_activation
 
 
 @functools.lru_cache(maxsize=256)
@@ -44,8 +46,6 @@ def linear_fwd(
 def _(x2d, weight, bias, activation, slope, config, dx_config, dw_config, for_backward):
     # linear's checks, once while tracing (a compiled nn.Linear calls the op with none of
     # linear's Python before it: docs/launch.md).
-    from autokernel.api import _check_linear_args, normalize_activation
-
     _check_linear_args(x2d, weight, bias)
     if normalize_activation(activation) != activation:  # the kernels take the normalized name only
         raise ValueError(f"activation {activation!r} must be given as {normalize_activation(activation)!r}")

@@ -21,6 +21,7 @@ scored with the constants of the candidate that runs the same kernel with the sa
 from __future__ import annotations
 
 import functools
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ import torch
 
 from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
+from autokernel.kernels.matmul_tma import tma_operands
 from autokernel.records import torch_dtype
 
 SMEM_PER_SM = 233472
@@ -36,13 +38,22 @@ WARPS_PER_SM = 64
 
 
 def tma_aligned(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> bool:
-    """Whether the TMA kernel can take the operands as ``Problem.make_inputs`` and
-    nn.Linear store them (rows of A, B and C multiples of 16 bytes)."""
-    if dtype not in (torch.float16, torch.bfloat16):
+    """Whether the TMA kernel can take the operands of an M x N x K problem as
+    ``Problem.make_inputs`` and nn.Linear store them: A [M, K] and B [K, N], each row-major
+    or a transposed view as ``layout`` says, into a fresh C. The kernel's own rule
+    (``kernels.matmul_tma.tma_operands``: dtype, 16-byte rows), asked of stand-ins that have
+    the shapes and strides and no memory; ``api.tma_runs`` asks it of the call's tensors."""
+    if k <= 0:
         return False
-    a_row = m if layout[0] == "t" else k
-    b_row = k if layout[1] == "t" else n
-    return all(size * dtype.itemsize % 16 == 0 for size in (a_row, b_row, n))
+    return tma_operands(_stand_in(m, k, layout[0] == "t", dtype), _stand_in(k, n, layout[1] == "t", dtype),
+                        torch.empty((m, n), dtype=dtype, device="meta")) is not None
+
+
+def _stand_in(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> torch.Tensor:
+    """A [rows, cols] operand with no memory: row-major, or a transposed view."""
+    if transposed:
+        return torch.empty((cols, rows), dtype=dtype, device="meta").t()
+    return torch.empty((rows, cols), dtype=dtype, device="meta")
 
 
 def why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int) -> str | None:
@@ -224,45 +235,77 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             for key, i in index.items()}
 
 
+def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
+    """Per config of ``model`` (by ``config_id``), the RMS of log(predicted / measured) over
+    the sweep rows it scores (its own, and those of configs scored with its constants):
+    how far its predictions are to be trusted."""
+    squares: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("config") is None or not row.get("gpu_ms") or row.get("status", "success") != "success":
+            continue
+        config = KernelConfig.from_dict(row["config"])
+        dtype = torch_dtype(row["dtype"])
+        tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
+        found = model.constants_for(config, tma)
+        if found is None:
+            continue
+        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs))
+        squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
+    return {key: math.sqrt(sum(v) / len(v)) for key, v in squares.items()}
+
+
 # ---- choosing --------------------------------------------------------------------------
 
 DEFAULT_MARGIN = 0.03
-"""The default config is replaced only by a config predicted this much faster: the model's
+"""With a model file that holds no errors (``Model.errors``): the default config is replaced
+only by a config predicted this much faster. The model's
 errors are a few per cent (median 7 % on the H100 sweep), and within them the default,
 which many shapes were read for, is the safer choice. 10-fold cross-validation on the H100
 sweep: 0.03 gave the best geomean of pick over the sweep's best (docs/selector.md)."""
+
+UNCERTAINTY_Z = 0.3
+"""Where the model knows its errors (``Model.errors``), the default config is replaced only
+by a config whose predicted gain, as a log ratio, exceeds UNCERTAINTY_Z times the combined
+error of the two predictions: sqrt(err_winner^2 + err_default^2), each the RMS log error of
+the constants that scored it on the rows they were fitted to. A margin proportional to the
+uncertainty: wide for the pointer kernels (0.17 on the H100), narrow for the TMA kernel
+(0.08). 10-fold cross-validation on the H100 sweeps (536 shapes): picks more than 2 % slower
+than the default 37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984 (docs/selector.md)."""
 
 SCHEMA = 1
 
 
 @dataclass(frozen=True)
 class Model:
-    """The fitted constants of one GPU: per config (by ``config_id``), and the SM count
-    they were fitted for."""
+    """The fitted constants of one GPU: per config (by ``config_id``), the SM count they
+    were fitted for, and per config the RMS log error of its predictions on the rows it
+    was fitted to (``errors``, from ``fit_errors``; empty in a file written without them,
+    where ``choose`` falls back to ``DEFAULT_MARGIN``)."""
 
     device: str
     programs: int
     constants: dict[str, Constants]
+    errors: dict[str, float] = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> str:
-        import json
-
-        return json.dumps({"schema": SCHEMA, "device": self.device, "programs": self.programs,
-                           "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}},
-                          indent=1) + "\n"
+        data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
+                "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}}
+        if self.errors:
+            data["errors"] = dict(sorted(self.errors.items()))
+        return json.dumps(data, indent=1) + "\n"
 
     @classmethod
     def from_json(cls, text: str, where: str = "selector file") -> "Model":
-        import json
-
         try:
             data = json.loads(text)
             if data.get("schema") != SCHEMA:
                 raise ValueError(f"schema {data.get('schema')!r}, this autokernel reads {SCHEMA}")
             constants = {KernelConfig.model_validate_json(key).to_json(): Constants(*map(float, values))
                          for key, values in data["constants"].items()}
-            return cls(str(data["device"]), int(data["programs"]), constants)
+            errors = {KernelConfig.model_validate_json(key).to_json(): float(value)
+                      for key, value in data.get("errors", {}).items()}
+            return cls(str(data["device"]), int(data["programs"]), constants, errors)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
 
@@ -296,16 +339,37 @@ class Model:
         return c, other
 
 
-@dataclass(frozen=True)
 class _Prepared:
-    """A candidate with what scoring it needs that does not depend on the shape."""
+    """A candidate with what scoring it needs that does not depend on the shape: its kernel,
+    occupancy and constants, and its fields as plain numbers (read from the config once:
+    a new shape's pick is then arithmetic on locals)."""
 
-    config: KernelConfig
-    key: tuple
-    kind: str
-    occupancy: int
-    constants: Constants | None
-    scored_as: KernelConfig | None
+    __slots__ = ("config", "key", "kind", "occupancy", "constants", "scored_as", "bm", "bn", "bk", "split",
+                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d", "error")
+
+    def __init__(self, config: KernelConfig, key: tuple, kind: str, occupancy: int, constants: Constants | None,
+                 scored_as: KernelConfig | None, programs: int):
+        self.config, self.key, self.kind, self.occupancy = config, key, kind, occupancy
+        self.constants, self.scored_as = constants, scored_as
+        self.bm, self.bn, self.bk, self.split = config.block_m, config.block_n, config.block_k, config.split_k
+        self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
+        # Programs one wave runs, as _terms divides by them (stream-K divides without rounding).
+        self.slots = programs * occupancy if kind in ("grouped", "splitk") else programs
+        if constants is not None:
+            self.a, self.b, self.d = constants.a, constants.b, constants.d
+            self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
+
+    @classmethod
+    def same(cls, other: "_Prepared", config: KernelConfig) -> "_Prepared":
+        """``other``'s numbers for ``config``, an equal config object."""
+        if other.config is config:
+            return other
+        new = cls.__new__(cls)
+        for name in cls.__slots__:
+            if hasattr(other, name):
+                setattr(new, name, getattr(other, name))
+        new.config = config
+        return new
 
 
 @dataclass(frozen=True)
@@ -341,21 +405,27 @@ def _fields(config: KernelConfig) -> tuple:
 
 
 def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) -> _Prepared:
+    memo = model._prepared
+    # The same config object recurs on every shape (candidates, defaults, tuned entries):
+    # found by identity first, which costs less than reading its fields.
+    found = memo.get((id(config), dtype.itemsize, tma))
+    if found is not None and found.config is config:
+        return found
     key = _fields(config)
-    memo = model._prepared.get((key, dtype.itemsize, tma))
-    if memo is None:
-        found = model.constants_for(config, tma)
-        memo = _Prepared(config, key, kernel_kind(config, tma), occupancy(config, dtype),
-                         found[0] if found else None, found[1] if found else None)
-        model._prepared[(key, dtype.itemsize, tma)] = memo
-    return memo
+    found = memo.get((key, dtype.itemsize, tma))
+    if found is None:
+        constants = model.constants_for(config, tma)
+        kind = kernel_kind(config, tma)
+        found = _Prepared(config, key, kind, occupancy(config, dtype) if kind in ("grouped", "splitk") else 1,
+                          constants[0] if constants else None, constants[1] if constants else None, model.programs)
+        if model.errors:  # the error of the constants that score it; the largest where unknown
+            found.error = model.errors.get(config_id(constants[1]) if constants else "", max(model.errors.values()))
+        memo[(key, dtype.itemsize, tma)] = found
+    memo[(id(config), dtype.itemsize, tma)] = _Prepared.same(found, config)
+    return memo[(id(config), dtype.itemsize, tma)]
 
 
-def _predict(p: _Prepared, m: int, n: int, k: int, itemsize: int, programs: int) -> float | None:
-    """The predicted µs of a prepared candidate, None where it has no constants."""
-    if p.constants is None:
-        return None
-    return p.constants.predict_us(*_terms(p.config, p.kind, p.occupancy, m, n, k, itemsize, programs))
+_INV_P = 1 / SMOOTH_P
 
 
 def rows_aligned(k: int, layout: str) -> bool:
@@ -369,12 +439,13 @@ def rows_aligned(k: int, layout: str) -> bool:
 
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
-           margin: float = DEFAULT_MARGIN, aligned: bool = True) -> Choice:
+           margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
-    left out. The fastest predicted wins, unless it beats the default's prediction by
-    less than ``margin``. Where the TMA kernel can run and the operands' rows along K are
+    left out. The fastest predicted wins, unless it beats the default's prediction by less
+    than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
+    its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
     it is one) are left out while a TMA config remains.
 
@@ -382,26 +453,63 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     the launch's mode); given, the candidates' answers are kept per key, so that a new
     shape costs arithmetic only (tens of µs)."""
     itemsize = dtype.itemsize
+    programs = model.programs
+    memo = model._prepared
     cache_key = (itemsize, tma, fits_key)
-    candidates = model._prepared.get(cache_key) if fits_key is not None else None
+    candidates = memo.get(cache_key) if fits_key is not None else None
     if candidates is None:
         candidates = tuple(_prepare(model, c, dtype, tma) for c in CANDIDATES if fits(c))
         if fits_key is not None:
-            model._prepared[cache_key] = candidates
+            memo[cache_key] = candidates
     pool: list[tuple[_Prepared, str]] = []
     seen: set[tuple] = set()
     for config, source in ((default, "default"), *tuned):
         p = _prepare(model, config, dtype, tma)
-        if p.key not in seen and fits(config):
+        if p.key in seen:
+            continue
+        if fits_key is None:
+            ok = fits(config)
+        else:
+            ok = memo.get(("fits", p.key, fits_key))
+            if ok is None:
+                ok = memo[("fits", p.key, fits_key)] = bool(fits(config))
+        if ok:
             seen.add(p.key)
             pool.append((p, source))
-    caps = (max(16, _next_pow2(max(m, 1))), max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))))
-    pool += [(p, "candidate") for p in candidates
-             if p.key not in seen and _why_not(p.config, m, n, k, tma, model.programs, *caps) is None]
+    # The candidates that apply: why_not's rules on each candidate's numbers.
+    m_cap, n_cap, k_cap = max(16, _next_pow2(max(m, 1))), max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1)))
+    thin = 16 if m <= 64 else 32 if m <= 128 else 64
+    for p in candidates:
+        bm, bn, bk, split = p.bm, p.bn, p.bk, p.split
+        if (p.needs_tma and not tma) or bm < thin or bm > m_cap or bn > n_cap or bk > k_cap or p.key in seen:
+            continue
+        if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
+            continue
+        if p.stream_k:
+            tiles = -(-m // bm) * -(-n // bn)
+            if -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
+                continue
+        pool.append((p, "candidate"))
     if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
-    programs = model.programs
-    scores = tuple((_predict(p, m, n, k, itemsize, programs), p, source) for p, source in pool)
+    # The predictions: features() and Constants.predict_us written out on each candidate's
+    # numbers, operation for operation (the same floats; tests compare the two).
+    k1 = max(k, 1)
+    nbytes0 = (m * k + k * n + m * n) * itemsize
+    scores = []
+    for p, source in pool:
+        if p.constants is None:
+            scores.append((None, p, source))
+            continue
+        split, bk = p.split, p.bk
+        units = -(-m // p.bm) * -(-n // p.bn) * split
+        k_per = float(-(-(-(-k1 // split)) // bk) * bk)
+        waves = units / programs if p.stream_k else float(-(-units // p.slots))
+        nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
+        compute = waves * (p.a + p.b * k_per)
+        memory = nbytes / p.bandwidth * 1e6
+        scores.append(((compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d, p, source))
+    scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)
     scored = [s for s in scores if s[0] is not None]
     # The first of equal predictions wins: the pool's order (default, tuned, candidates).
@@ -412,7 +520,14 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         return Choice(default, "default", "no config could be scored", scores)
     if best_source == "default":
         return Choice(default, "default", "the default is predicted fastest", scores)
-    if default_us is not None and best_us > default_us * (1 - margin):
+    if default_us is not None and model.errors:
+        at_default = next(p for _, p, source in scores if source == "default")
+        need = z * math.sqrt(best.error ** 2 + at_default.error ** 2)
+        if math.log(default_us / best_us) <= need:
+            return Choice(default, "default", f"the best prediction ({best.config.short()}, {best_us:.1f} µs) beats "
+                          f"the default's ({default_us:.1f} µs) by less than the model's uncertainty "
+                          f"({math.exp(need) - 1:.0%})", scores)
+    elif default_us is not None and best_us > default_us * (1 - margin):
         return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
                       f"{margin:.0%} of the default's", scores)
     reason = f"predicted {best_us:.1f} µs" + (f", the default {default_us:.1f} µs" if default_us is not None else "")

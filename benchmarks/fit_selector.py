@@ -19,7 +19,7 @@ import random
 import sys
 
 from autokernel import best, select
-from autokernel.config import KernelConfig, default_config
+from autokernel.config import KernelConfig
 from autokernel.records import torch_dtype
 
 
@@ -39,10 +39,10 @@ def read_rows(paths: list[str]) -> list[dict]:
     return [row for i, rows in enumerate(by_file) for row in rows if owner[shape_key(row)] == i]
 
 
-def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict, dict, float, select.Choice]:
+def pick_for(model: select.Model, rows: list[dict], rule: dict) -> tuple[dict, dict, float, select.Choice]:
     """(picked row, default row, cuBLAS ms, choice) for one shape's rows: the pick, as
     matmul makes it (the candidates, the shipped tuned entries nearby, the default), among
-    the configs the sweep measured."""
+    the configs the sweep measured. ``rule``: the margin and z of ``select.choose``."""
     r0 = rows[0]
     dtype = torch_dtype(r0["dtype"])
     tma = select.tma_aligned(r0["m"], r0["n"], r0["k"], dtype, r0["layout"])
@@ -54,11 +54,10 @@ def pick_for(model: select.Model, rows: list[dict], margin: float) -> tuple[dict
         # the TMA kernel where that runs, and the pointer kernel ignores the TMA options.
         return exact.get(config) or same_kernel.get(ran_as(config, tma))
 
-    default = default_config(r0["m"], r0["n"], r0["k"], dtype, gpu=True)
-    tuned = best._nearby(r0["m"], r0["n"], r0["k"], r0["dtype"], r0.get("activation", "none"), r0["device"])
-    choice = select.choose(model, r0["m"], r0["n"], r0["k"], dtype, tma=tma, default=default, tuned=tuned,
-                           fits=lambda c: measured(c) is not None, margin=margin,
-                           aligned=select.rows_aligned(r0["k"], r0["layout"]))
+    found = best.pick(r0["m"], r0["n"], r0["k"], dtype, r0.get("activation", "none"), r0.get("bias", False),
+                      r0["layout"], device=r0["device"], **rule, fits=lambda c: measured(c) is not None, rank=True,
+                      model=model)
+    choice, default = found.choice, found.default
     cublas = next(r["gpu_ms"] for r in rows if r["config"] is None)
     return measured(choice.config), measured(default), cublas, choice
 
@@ -71,9 +70,9 @@ def ran_as(config: KernelConfig, tma: bool) -> KernelConfig:
     return config.on_variant("tma" if config.variant != "grouped" and tma else "grouped")
 
 
-def judge(model: select.Model, key: tuple, rows: list[dict], margin: float) -> tuple:
+def judge(model: select.Model, key: tuple, rows: list[dict], rule: dict) -> tuple:
     """(key, pick/best, default/pick, cuBLAS/pick, cuBLAS/default, cuBLAS/best, pick's label) of one shape."""
-    pick, default, cublas, choice = pick_for(model, rows, margin)
+    pick, default, cublas, choice = pick_for(model, rows, rule)
     best = min(r["gpu_ms"] for r in rows if r["config"] is not None and r.get("gpu_ms"))
     return (key, best / pick["gpu_ms"], default["gpu_ms"] / pick["gpu_ms"], cublas / pick["gpu_ms"],
             cublas / default["gpu_ms"], cublas / best, choice.config.short())
@@ -94,6 +93,15 @@ def summarize(results: list[tuple], title: str) -> None:
         print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]}: {r_best:.3f} {r_def:.3f} {r_cub:.3f} {label}")
 
 
+def fitted(device: str, rows: list[dict], args) -> select.Model:
+    """The model fitted on ``rows``, with each config's error on them (unless --no-errors:
+    then the pick keeps the default within --margin instead)."""
+    model = select.Model(device, args.programs, select.fit(rows, args.programs))
+    if args.no_errors:
+        return model
+    return select.Model(device, args.programs, model.constants, select.fit_errors(model, rows))
+
+
 def geomean(values) -> float:
     values = list(values)
     return math.exp(sum(math.log(v) for v in values) / len(values))
@@ -104,12 +112,18 @@ def main(argv=None) -> int:
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--out", help="write the fitted model here")
     ap.add_argument("--folds", type=int, default=10, help="cross-validation folds (0: none)")
-    ap.add_argument("--margin", type=float, default=select.DEFAULT_MARGIN)
+    ap.add_argument("--margin", type=float, default=select.DEFAULT_MARGIN,
+                    help="with --no-errors: keep the default unless a config is predicted this much faster")
+    ap.add_argument("--z", type=float, default=select.UNCERTAINTY_Z,
+                    help="keep the default unless a config's predicted gain exceeds z times the predictions' error")
+    ap.add_argument("--no-errors", action="store_true", help="fit no per-config errors (the margin rule)")
     ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
                     help="sweep files left out of the fit: picked for by the model fitted on the others")
     args = ap.parse_args(argv)
     rows = read_rows(args.sweeps)
+    rule = dict(margin=args.margin, z=args.z)
+    rule_name = f"margin {args.margin}" if args.no_errors else f"uncertainty z {args.z}"
     devices = sorted({r["device"] for r in rows})
     if len(devices) != 1:
         print(f"error: the sweeps hold several devices ({', '.join(devices)}); fit one at a time", file=sys.stderr)
@@ -124,20 +138,19 @@ def main(argv=None) -> int:
         for fold in range(args.folds):
             held = shapes[fold::args.folds]
             held_set = set(held)
-            model = select.Model(devices[0], args.programs,
-                                 select.fit([r for r in rows if shape_key(r) not in held_set], args.programs))
-            results += [judge(model, key, by_shape[key], args.margin) for key in held]
-        summarize(results, f"{len(results)} shapes, {args.folds}-fold cross-validation, margin {args.margin}")
+            model = fitted(devices[0], [r for r in rows if shape_key(r) not in held_set], args)
+            results += [judge(model, key, by_shape[key], rule) for key in held]
+        summarize(results, f"{len(results)} shapes, {args.folds}-fold cross-validation, {rule_name}")
     if args.holdout:
         held_rows = read_rows(args.holdout)
         held_by_shape = collections.defaultdict(list)
         for row in held_rows:
             held_by_shape[shape_key(row)].append(row)
-        model = select.Model(devices[0], args.programs, select.fit(rows, args.programs))
-        results = [judge(model, key, held_by_shape[key], args.margin) for key in sorted(held_by_shape)]
-        summarize(results, f"{len(results)} held-out shapes ({', '.join(args.holdout)}), margin {args.margin}")
+        model = fitted(devices[0], rows, args)
+        results = [judge(model, key, held_by_shape[key], rule) for key in sorted(held_by_shape)]
+        summarize(results, f"{len(results)} held-out shapes ({', '.join(args.holdout)}), {rule_name}")
     if args.out:
-        model = select.Model(devices[0], args.programs, select.fit(rows, args.programs))
+        model = fitted(devices[0], rows, args)
         with open(args.out, "w") as f:
             f.write(model.to_json())
         print(f"wrote {args.out}: {len(model.constants)} configs")

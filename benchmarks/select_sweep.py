@@ -35,7 +35,7 @@ from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config, shared_memory_bytes
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
-from autokernel.select import tma_aligned, why_not
+from autokernel.select import why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
 from autokernel.tuning.shapes import read_shapes
 
@@ -80,7 +80,7 @@ def previous_pick(p: Problem):
 
 
 def sweep_problem(p: Problem, limit: int) -> list[dict]:
-    tma = runtime.has_tma() and tma_aligned(p.m, p.n, p.k, p.torch_dtype, p.layout)
+    tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
     configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count()) is None
                and shared_memory_bytes(c, p.torch_dtype) <= limit]
     dev = torch.device("cuda")
@@ -93,7 +93,7 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
     a0, b0, bias0, out0 = sets[0]
     roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
              "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
-                                        tma=api._tma_can_run(a0, b0, out0), layout=p.layout)}
+                                        tma=api.tma_runs(a0, b0, out0), layout=p.layout)}
     for config in roles.values():
         if config not in configs:
             configs.append(config)

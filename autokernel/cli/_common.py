@@ -206,11 +206,10 @@ def matmul_config(problem: Any) -> tuple[Any, str]:
     the file shipped for this GPU ("shipped"), else default_config ("default"). Every
     command measures and checks this one unless told otherwise; a tuned-config file that
     can't be read is one line and exit 2, before any work."""
-    from autokernel import best, runtime, select
+    from autokernel import api, best, runtime
     from autokernel.config import ConfigError
 
-    tma = runtime.INTERPRETER or (runtime.has_tma() and select.tma_aligned(
-        problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout))
+    tma = api.tma_runs_for(problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout)
     try:
         return best.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
                             runtime.kernel_device(), False, tma, problem.layout)

@@ -31,8 +31,8 @@ def explain(
     for the GPU (autokernel/configs/selector/); nothing is launched or timed."""
     import torch
 
-    from autokernel import best, runtime, select
-    from autokernel.config import ConfigError, default_config
+    from autokernel import best, runtime
+    from autokernel.config import ConfigError
     from autokernel.records import Problem
 
     with user_errors():
@@ -46,23 +46,13 @@ def explain(
         if best.device_key(device) not in [p.stem for p in shipped] and len(matches) == 1:
             name = matches[0]
     try:
-        model = best.selector_model(name)
-        exact = best._exact(m, n, k, problem.dtype, problem.activation, bias, layout, name)
+        found = best.pick(m, n, k, problem.torch_dtype, problem.activation, bias, layout, device=name, rank=True)
     except ConfigError as exc:
         fail(str(exc))
-    if model is None:
+    if found.choice is None:
         fail(f"no selector model for {name}: autokernel.matmul takes a tuned entry for exactly the problem, "
              "else the default config there")
-    tma = select.tma_aligned(m, n, k, problem.torch_dtype, layout)
-    default = default_config(m, n, k, problem.torch_dtype, gpu=True)
-    choice = select.choose(model, m, n, k, problem.torch_dtype, tma=tma, default=default,
-                           tuned=best._nearby(m, n, k, problem.dtype, problem.activation, name),
-                           aligned=select.rows_aligned(k, layout))
-    if exact is not None:
-        winner, source, reason = exact[1], best._source(exact[0]), \
-            f"a tuned entry for exactly this problem ({exact[0]})"
-    else:
-        winner, source, reason = choice.config, choice.source, choice.reason
+    winner, source, reason, choice = found.config, found.source, found.reason, found.choice
     ranked = choice.ranked[:top]
     if json_out:
         print_json({"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": source,

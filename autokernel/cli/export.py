@@ -45,7 +45,7 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
-    from autokernel import best
+    from autokernel import history
     from autokernel.cli.history import load_history
 
     if per_device and (output is None or device is not None):
@@ -58,7 +58,7 @@ def export_best(
         return
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exported = best.export(df, device=device, dtype=dtype, activation=activation)
+        exported = history.export_best(df, device=device, dtype=dtype, activation=activation)
     for w in caught:
         warn(str(w.message))
     if not exported.entries:

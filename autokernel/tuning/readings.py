@@ -22,7 +22,6 @@ measuring code, so a changed kernel or a new Triton starts an empty file.
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autokernel.records import KernelConfig, Problem, Trial
 from autokernel.tuning.protocols import EvaluatorBase
+from autokernel.userfiles import cache_dir, code_fingerprint, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
 
 if TYPE_CHECKING:
     from autokernel.tuning.evaluator import OnTrial
@@ -56,35 +56,7 @@ def repeatable(trial: "Trial") -> bool:
     return not (trial.status == "out_of_resources" and (trial.error or "").startswith("OutOfMemoryError"))
 
 
-_NOT_MEASURING = ("cli", os.path.join("tuning", "strategies"))
-"""Package folders whose code does not change what a reading measures (the rest of the
-package is fingerprinted: kernels, launch path, checks, timers, the worker)."""
-_PROPOSING = ("config.py", "problem.py", "tuning")
-"""The code a strategy's proposals depend on (the strategies, the space, the configs)."""
-
-
-def cache_dir() -> Path:
-    """Where readings are kept: $AUTOKERNEL_CACHE_DIR, else $XDG_CACHE_HOME/autokernel, else ~/.cache/autokernel."""
-    if os.environ.get("AUTOKERNEL_CACHE_DIR"):
-        return Path(os.environ["AUTOKERNEL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "autokernel"
-
-
-@functools.lru_cache(maxsize=None)
-def code_fingerprint(kind: str = "readings") -> str:
-    """A hash of the package code, by path and content, that a kept file of ``kind``
-    depends on: for "readings" the measuring code (all but the CLI and the strategies),
-    for "proposals" the strategies, the space and the configs. Once per process: the
-    files do not change under a run."""
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        rel = str(path.relative_to(root))
-        if rel.startswith(_PROPOSING) if kind == "proposals" else not rel.startswith(_NOT_MEASURING):
-            digest.update(rel.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+_installed = installed  # a module global: tests replace it here
 
 
 def _records(path: Path) -> list[dict]:
@@ -99,15 +71,6 @@ def _records(path: Path) -> list[dict]:
         except ValueError:  # UnicodeDecodeError and JSONDecodeError both
             continue
     return out
-
-
-def _installed(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 def kept_files(directory: Path) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autokernel import api, best, runtime
+from autokernel import api, best, plans, runtime
 from autokernel.autograd import BackwardPlan, _forward_plan, stores_preactivation
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.kernels.fit import fit_config, kernel_for, shared_memory_need
@@ -235,7 +235,7 @@ def test_training_plans_resolve_in_their_mode(h100, monkeypatch):
         planned.append((tuple(a.shape), tuple(b.shape), bias is not None, z is not None, config))
         return lambda *tensors: None
 
-    monkeypatch.setattr(api, "_plan_kernel", record)
+    monkeypatch.setattr(plans, "_plan_kernel", record)
     m, k, n = 4096, 4096, 11008  # Linear(4096, 11008) at 4096 tokens: an entry of the shipped file
     x = torch.empty(m, k, dtype=torch.bfloat16)
     w = torch.empty(n, k, dtype=torch.bfloat16)

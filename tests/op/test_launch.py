@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import autokernel as ak
-from autokernel import api
+from autokernel import api, plans
 from autokernel.evaluate import reference
 
 from tests.helpers import FP32_TOL, rel_error
@@ -16,7 +16,7 @@ SMALL = dict(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=1, num_sta
 def builds(monkeypatch):
     """Every plan built (a cache miss) and the configs resolve_config was asked for."""
     seen = {"plans": 0, "configs": []}
-    make, resolve = api._make_plan, api.resolve_config
+    make, resolve = plans._make_plan, plans.resolve_config
 
     def counting_make(*args, **kwargs):
         seen["plans"] += 1
@@ -26,8 +26,8 @@ def builds(monkeypatch):
         seen["configs"].append(config)
         return resolve(config, *args, **kwargs)
 
-    monkeypatch.setattr(api, "_make_plan", counting_make)
-    monkeypatch.setattr(api, "resolve_config", recording_resolve)
+    monkeypatch.setattr(plans, "_make_plan", counting_make)
+    monkeypatch.setattr(plans, "resolve_config", recording_resolve)
     return seen
 
 

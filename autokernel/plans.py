@@ -1,0 +1,330 @@
+"""The cached launch path under ``autokernel.matmul``, ``linear`` and their backward: the
+argument checks, the config each layout launches with, and its plan (checks passed, config
+resolved, kernel launch built), kept per layout so that a later call costs a dict lookup.
+
+``autokernel.api`` (the public entry points) and ``autokernel.autograd`` build on it."""
+
+from __future__ import annotations
+
+import torch
+
+from autokernel import autotune, best, runtime, select
+from autokernel.config import KernelConfig, check_fits
+from autokernel.kernels import matmul as grouped
+from autokernel.kernels import matmul_tma, splitk, streamk
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_KERNEL_DEVICE_TYPE = runtime.kernel_device().type
+
+
+def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
+    if t.device.type != _KERNEL_DEVICE_TYPE:
+        where = "the Triton interpreter (no GPU here)" if runtime.INTERPRETER else "the GPU"
+        raise ValueError(f"{name} is on {t.device}; kernels run on {where} and need {_KERNEL_DEVICE_TYPE} tensors")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_linear_args(x, weight, bias) -> None:
+    """linear's checks, naming x, weight and bias (every one matmul would make)."""
+    _check_tensor("x", x)
+    _check_tensor("weight", weight, 2)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least 1 dimension, got shape {tuple(x.shape)}")
+    if weight.dtype != x.dtype:
+        raise TypeError(f"weight has dtype {weight.dtype} but x has {x.dtype}; both need one dtype")
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device} but x is on {x.device}")
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"x has {x.shape[-1]} features but weight is {tuple(weight.shape)} (expects in_features = {weight.shape[1]})"
+        )
+    if bias is not None:
+        _check_tensor("bias", bias, 1)
+        if bias.shape[0] != weight.shape[0]:
+            raise ValueError(f"bias has length {bias.shape[0]}, expected out_features = {weight.shape[0]}")
+        if bias.device != x.device:
+            raise ValueError(f"bias is on {bias.device} but x is on {x.device}")
+
+
+def _check_config(name: str, config: object) -> None:
+    if config is not None and not isinstance(config, KernelConfig):
+        raise TypeError(f"{name} must be a KernelConfig, got {type(config).__name__}")
+
+
+def check_matmul_args(a, b, bias=None, out=None) -> None:
+    _check_tensor("a", a, 2)
+    _check_tensor("b", b, 2)
+    if b.dtype != a.dtype:
+        raise TypeError(f"b has dtype {b.dtype} but a has {a.dtype}; both operands need one dtype")
+    if b.device != a.device:
+        raise ValueError(f"b is on {b.device} but a is on {a.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    n = b.shape[1]
+    if bias is not None:
+        _check_tensor("bias", bias, 1)
+        if bias.shape[0] != n:
+            raise ValueError(f"bias has length {bias.shape[0]}, expected N = {n}")
+        if bias.device != a.device:
+            raise ValueError(f"bias is on {bias.device} but a is on {a.device}")
+    if out is not None:
+        _check_tensor("out", out, 2)
+        if tuple(out.shape) != (a.shape[0], n):
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(a.shape[0], n)}")
+        if out.dtype != a.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {a.dtype}")
+        _check_out_memory(out, {"a": a, "b": b, "bias": bias})
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) bytes of memory that the elements of a non-empty ``t`` touch."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _shares_bytes(out: torch.Tensor, t: torch.Tensor) -> bool:
+    """True when some element of ``out`` lies on bytes of an element of ``t``. Views of one
+    buffer that touch disjoint elements (two halves, interleaved columns) do not."""
+    (o0, o1), (t0, t1) = _byte_span(out), _byte_span(t)
+    if o1 <= t0 or t1 <= o0:
+        return False
+    # The spans meet (views of one buffer, a rare case): mark t's bytes, look for out's.
+    base = min(o0, t0)
+    touched = torch.zeros(max(o1, t1) - base, dtype=torch.bool)
+    for byte in range(t.element_size()):
+        _element_bytes(touched, t, base, byte).fill_(True)
+    return any(bool(_element_bytes(touched, out, base, byte).any()) for byte in range(out.element_size()))
+
+
+def _element_bytes(buffer: torch.Tensor, t: torch.Tensor, base: int, byte: int) -> torch.Tensor:
+    """The view of ``buffer`` (one bool per byte from address ``base``) that holds byte
+    ``byte`` of each element of ``t``."""
+    size = t.element_size()
+    return buffer.as_strided(t.shape, [s * size for s in t.stride()], t.data_ptr() - base + byte)
+
+
+def _check_out_memory(out: torch.Tensor, inputs: dict) -> None:
+    """``out`` must not overwrite an input the kernel still reads, nor itself (stride 0)."""
+    if out.numel() == 0:
+        return
+    if torch._debug_has_internal_overlap(out) == 1:  # 1: some elements share memory
+        raise ValueError(f"out has elements that share memory (stride {tuple(out.stride())}); pass a dense tensor")
+    for name, t in inputs.items():
+        if t is not None and t.numel() > 0 and _shares_bytes(out, t):
+            raise ValueError(f"out overlaps {name} in memory: the kernel would overwrite {name} while reading it; "
+                             "pass a separate output tensor")
+
+
+def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
+                   bias: bool, device: torch.device, *, store_z: bool = False, tma: bool = True,
+                   layout: str = "nn") -> KernelConfig:
+    """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
+    a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
+    else the default. Checked against the device's shared memory in the mode of the call
+    (``tma``: whether the TMA kernel can take the operands; ``store_z``: a training
+    forward storing Z): ConfigError if the given one can't fit; a tuned or default one
+    that can't is shrunk to fit (best.resolve).
+
+    Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
+    if config is None:
+        return best.resolved_config(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    check_fits(config, dtype, tma=tma, bias=bias, store_z=store_z)
+    return config
+
+
+# ---- the cached launch path ----
+# A GEMM's launch depends on its operands only through their layouts; a plan holds what
+# that layout and the arguments fix (checks passed, config resolved, grid, kernel
+# handle), so a call after the first costs a dict lookup, the output's allocation and
+# the launch. Keys hold every input of the plan: a new shape, stride, dtype, device,
+# alignment, activation, slope or config misses and builds a new plan.
+
+_PLANS: dict = {}
+_LINEARS: dict = {}
+_MAX_ENTRIES = 4096  # a program that makes a new config or shape per call must not grow memory
+
+
+def _layout(t: torch.Tensor | None):
+    """What a launch depends on in a tensor: shape, strides, dtype, device, and whether
+    its base is 16-byte aligned (Triton specializes pointers on it)."""
+    if t is None:
+        return None
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= _MAX_ENTRIES:
+        cache.clear()
+    cache[key] = value
+
+
+def clear_launch_cache() -> None:
+    """Forget every cached launch plan: the next call of each layout resolves its config
+    (``resolve_config``) and checks its arguments again. Call it when what
+    ``resolve_config`` returns may have changed (``best.clear_cache`` calls it)."""
+    _PLANS.clear()
+    _LINEARS.clear()
+
+
+best.ON_CLEAR.append(clear_launch_cache)
+
+
+class GemmPlan:
+    """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``)."""
+
+    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard")
+
+    def __init__(self, shape, dtype, device, store_z: bool, launch):
+        self.shape, self.dtype, self.device, self.store_z, self.launch = shape, dtype, device, store_z, launch
+        # Only a machine of several GPUs can launch on the wrong one: skip the check elsewhere.
+        self.guard = device.type == "cuda" and torch.cuda.device_count() > 1
+
+    def run(self, a, b, bias, out=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(out, Z or None) for operands of this plan's layout, or tensors that share their
+        data pointers (a view's base, as linear passes weight for weight.t()): launches read
+        only pointers, their strides fixed when the plan was built."""
+        # a's dtype and device are the plan's (its key holds them); new_empty skips
+        # torch.empty's keyword parsing, and sizes as separate ints parse faster than one
+        # tuple (0.9 against 1.4 µs on a CPU).
+        m, n = self.shape
+        if out is None:
+            out = a.new_empty(m, n)
+        z = a.new_empty(m, n) if self.store_z else None
+        if self.launch is not None:
+            self.fire(a, b, out, bias, z)
+        return out, z
+
+    def fire(self, a, b, out, bias, z) -> None:
+        args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
+        if self.guard and self.device.index != torch.cuda.current_device():
+            with torch.cuda.device(self.device):  # Triton launches on the current device
+                self.launch(*args)
+        else:
+            self.launch(*args)
+
+
+def gemm_plan(a, b, bias, act: str, slope: float, config: KernelConfig | None, store_z: bool = False) -> GemmPlan:
+    """The cached plan of act(a @ b + bias) into a fresh output, arguments already checked
+    (``act`` normalized); with ``store_z`` it also returns the pre-activation Z."""
+    key = (_layout(a), _layout(b), _layout(bias), None, act, slope, config, store_z)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _make_plan(a, b, bias, act, slope, config, None, store_z)
+        _remember(_PLANS, key, plan)
+    return plan
+
+
+def cached_plan(key, build):
+    """A launch plan other than a GEMM's (backward's elementwise pass), kept with the
+    GEMM plans so that clear_launch_cache forgets it too. ``key`` must hold every input
+    of ``build``."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = build()
+        _remember(_PLANS, key, plan)
+    return plan
+
+
+def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
+    m, k = a.shape
+    n = b.shape[1]
+    launch = None
+    if m > 0 and n > 0:
+        # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
+        c = out if out is not None else a.new_empty(m, n)
+        tma, layout = tma_runs(a, b, c), operand_layout(a, b)
+        cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
+                             tma=tma, layout=layout)
+        if config is None and autotune.enabled():
+            cfg = _tuned_on_first_use(cfg, a, b, bias, act, float(slope), store_z, tma, layout)
+        launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
+    return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
+
+
+def _tuned_on_first_use(cfg: KernelConfig, a, b, bias, act: str, slope: float, store_z: bool, tma: bool,
+                        layout: str) -> KernelConfig:
+    """The config tuning on first use keeps for this problem (``autokernel.autotune``):
+    the selector's best few raced on these operands into scratch outputs, once per
+    problem and GPU, the winner kept in the user's cache. ``cfg`` (the selector's pick)
+    where nothing is raced: an exact tuned entry exists, or timing is not allowed now
+    (CUDA-graph capture, torch.compile tracing)."""
+    m, k = a.shape
+    n = b.shape[1]
+    candidates = best.race_candidates(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
+    if not candidates:
+        return cfg
+    key = autotune.Key.of(m, n, k, a.dtype, act, bias is not None,
+                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma"))
+
+    def make_call(config: KernelConfig):
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        z = torch.empty((m, n), dtype=a.dtype, device=a.device) if store_z else None
+        launch = _plan_kernel(a, b, out, bias, act, slope, config, z)
+        args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
+        return lambda: launch(*args)
+
+    return autotune.first_use(key, candidates, make_call) or cfg
+
+
+def operand_layout(a, b) -> str:
+    """The ``Problem.layout`` of operands a [M, K] and b [K, N]: "n" for each stored
+    row-major, "t" for a transposed view (its first dimension contiguous)."""
+    return ("t" if a.stride(1) != 1 and a.stride(0) == 1 else "n") + ("t" if b.stride(1) != 1 and b.stride(0) == 1 else "n")
+
+
+def tma_runs(a, b, out) -> bool:
+    """Whether a "tma" or "auto" config runs the TMA kernel on these operands here (see
+    _plan_kernel): what decides the shared memory a config needs. A GPU with TMA
+    descriptors (``runtime.has_tma``) and operands the kernel takes (its own rule,
+    ``tma_operands``). Under the interpreter there is no limit to fit; True there, the
+    larger need."""
+    if runtime.INTERPRETER:
+        return True
+    return runtime.has_tma() and a.shape[1] > 0 and matmul_tma.tma_operands(a, b, out) is not None
+
+
+def tma_runs_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> bool:
+    """``tma_runs`` for a problem's operands as ``Problem.make_inputs`` stores them (the same
+    rule, asked of their shapes and strides: ``select.tma_aligned``)."""
+    if runtime.INTERPRETER:
+        return True
+    return runtime.has_tma() and select.tma_aligned(m, n, k, dtype, layout)
+
+
+def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, z):
+    """The kernel launch of this layout, after the config's variant: "tma" and "auto" take
+    the TMA kernel where it can run (a Hopper GPU with Triton >= 3.4) and the operands
+    allow descriptors, else the grouped pointer kernel. The interpreter runs the TMA
+    kernel only for an explicit "tma", so tests can exercise it. A config with split_k > 1
+    takes the split-K kernels (pointer loads) whatever its variant: the TMA kernel has no
+    split-K, and the config asked for it. Likewise stream_k takes the stream-K kernel."""
+    if config.stream_k:
+        return streamk.plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+    if config.split_k > 1:
+        return splitk.plan_matmul_splitk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+    if config.variant == "grouped":
+        use_tma = False
+    elif runtime.INTERPRETER:
+        use_tma = config.variant == "tma"
+    else:
+        use_tma = runtime.has_tma()
+    if use_tma and a.shape[1] > 0:
+        operands = matmul_tma.tma_operands(a, b, out)
+        if operands is not None:
+            return matmul_tma.plan_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
+    return grouped.plan_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+
+
+def launch(a, b, out, bias, act: str, slope: float, config: KernelConfig, z: torch.Tensor | None = None) -> None:
+    """Launch into ``out`` (and the pre-activation into ``z`` when given, shaped like
+    ``out``), arguments already checked, M and N > 0, without caching: for callers that
+    own their buffers (tests, benchmarks). The hot paths go through ``gemm_plan``."""
+    plan = GemmPlan(tuple(out.shape), out.dtype, out.device, False,
+                    _plan_kernel(a, b, out, bias, act, float(slope), config, z))
+    plan.fire(a, b, out, bias, z)

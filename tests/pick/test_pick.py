@@ -1,0 +1,190 @@
+"""The pick of a new shape: the selector's fast path against its reference, and one resolution
+for a named device (best.pick) behind resolve, explain and the replay."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from autokernel import api, best, runtime, select
+from autokernel.candidates import CANDIDATES
+from autokernel.config import default_config, fit_error
+from autokernel.kernels.fit import fit_config
+from autokernel.kernels.matmul_tma import tma_operands
+from autokernel.records import Problem
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_SHARED_MEMORY = 232448
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def h100(monkeypatch):
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: H100)
+    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: H100_SHARED_MEMORY)
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
+    best.clear_cache()
+    yield torch.device("cuda")
+    best.clear_cache()
+
+
+def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligned, margin=select.DEFAULT_MARGIN,
+                     z=select.UNCERTAINTY_Z):
+    """The selector's rule read straight from its documentation, on the slow public pieces
+    (why_not, features, constants_for, predict_us): (winner, source, [(config, source, µs)])."""
+    pool = []
+    for config, source in ((default, "default"), *tuned):
+        if all(config != c for c, _ in pool) and fits(config):
+            pool.append((config, source))
+    for c in CANDIDATES:
+        if fits(c) and all(c != p for p, _ in pool) and select.why_not(c, m, n, k, tma, model.programs) is None:
+            pool.append((c, "candidate"))
+    if tma and not aligned and any(select.kernel_kind(c, tma) == "tma" for c, _ in pool):
+        pool = [(c, s) for c, s in pool if select.kernel_kind(c, tma) == "tma"]
+    scores = []
+    for c, s in pool:
+        found = model.constants_for(c, tma)
+        us = found[0].predict_us(*select.features(c, m, n, k, dtype, tma, model.programs)) if found else None
+        scores.append((c, s, us))
+    default_us = next((us for _, s, us in scores if s == "default"), None)
+    scored = [x for x in scores if x[2] is not None]
+    best_config, best_source, best_us = min(scored, key=lambda x: x[2])
+
+    def error(config):  # the RMS log error of the constants that score it
+        found = model.constants_for(config, tma)
+        return model.errors.get(select.config_id(found[1]), max(model.errors.values()))
+
+    if best_source == "default":
+        return default, "default", scores
+    if default_us is not None and model.errors:
+        if math.log(default_us / best_us) <= z * math.sqrt(error(best_config) ** 2 + error(default) ** 2):
+            return default, "default", scores
+    elif default_us is not None and best_us > default_us * (1 - margin):
+        return default, "default", scores
+    return best_config, "selected" if best_source == "candidate" else best_source, scores
+
+
+def _problems(count: int, seed: int):
+    rng = random.Random(seed)
+    for _ in range(count):
+        m = rng.choice([rng.randint(1, 64), rng.randint(1, 1024), rng.randint(1, 16384)])
+        n = rng.choice([8 * rng.randint(1, 512), rng.randint(16, 20000), rng.choice([1000, 4096, 11008, 14336])])
+        k = rng.choice([8 * rng.randint(1, 512), rng.randint(16, 20000), rng.choice([1000, 4096, 11008, 14336])])
+        yield (m, n, k, rng.choice([torch.float16, torch.bfloat16]), rng.choice(["none", "relu", "gelu"]),
+               rng.random() < 0.5, rng.random() < 0.3, rng.random() < 0.7, rng.choice(["nn", "nt", "tn", "tt"]))
+
+
+def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
+    model = best.selector_model(H100)
+    limit = H100_SHARED_MEMORY
+    problems = list(_problems(300, seed=11))
+    for round_ in range(2):  # the second round from the per-mode caches
+        for m, n, k, dtype, act, bias, store_z, tma, layout in problems:
+            dt = str(dtype).removeprefix("torch.")
+            mode = dict(tma=tma, bias=bias, store_z=store_z)
+            default = fit_config(default_config(m, n, k, dtype, gpu=True), dtype, limit, **mode)
+            tuned = tuple((c, w) for c, w in ((fit_config(c, dtype, limit, **mode), w)
+                                              for c, w in best._nearby(m, n, k, dt, act, H100)) if c is not None)
+
+            def fits(c):
+                return fit_error(c, dtype, limit, tma, bias, store_z) is None
+
+            fast = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=fits,
+                                 fits_key=(dtype, limit, tma, bias, store_z), aligned=select.rows_aligned(k, layout))
+            config, source, scores = reference_choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned,
+                                                      fits=fits, aligned=select.rows_aligned(k, layout))
+            where = (m, n, k, dtype, act, bias, store_z, tma, layout)
+            assert (fast.config, fast.source) == (config, source), where
+            # Every prediction, bit for bit, in the pool's order.
+            assert [(p.config, s, us) for us, p, s in fast.scores] == scores, where
+
+
+def test_the_shipped_model_knows_its_errors_and_a_file_without_them_keeps_the_margin(h100):
+    model = best.selector_model(H100)
+    assert set(model.errors) == set(model.constants) and all(0 < e < 1 for e in model.errors.values())
+    assert select.Model.from_json(model.to_json()) == model
+    plain = select.Model(model.device, model.programs, model.constants)  # a file written before errors
+    assert "errors" not in plain.to_json() and select.Model.from_json(plain.to_json()).errors == {}
+    for m, n, k, dtype, act, bias, store_z, tma, layout in _problems(100, seed=13):
+        default = default_config(m, n, k, dtype, gpu=True)
+        for candidate in (model, plain):
+            fast = select.choose(candidate, m, n, k, dtype, tma=tma, default=default, aligned=select.rows_aligned(k, layout))
+            config, source, _ = reference_choose(candidate, m, n, k, dtype, tma=tma, default=default, tuned=(),
+                                                 fits=lambda c: True, aligned=select.rows_aligned(k, layout))
+            assert (fast.config, fast.source) == (config, source)
+    # Within the uncertainty, the default stays and says why.
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    default = default_config(4096, 4096, 4096, torch.float16, gpu=True)
+    constants = {select.config_id(fast): select.Constants(1.0, 0.01, 0.9, 2.0),
+                 select.config_id(default): select.Constants(2.2, 0.022, 0.9, 2.0)}  # ~10 % slower
+    for error, winner in ((0.5, default), (0.05, fast)):
+        toy = select.Model("GPU X", 132, constants, {key: error for key in constants})
+        choice = select.choose(toy, 4096, 4096, 4096, torch.float16, tma=True, default=default)
+        assert choice.config == winner
+    assert "uncertainty" in select.choose(select.Model("GPU X", 132, constants, {key: 0.5 for key in constants}),
+                                          4096, 4096, 4096, torch.float16, tma=True, default=default).reason
+
+
+def test_resolve_is_pick_for_this_machine_and_explain_and_the_replay_call_pick(h100):
+    for m, n, k, dtype, act, bias, store_z, tma, layout in _problems(60, seed=12):
+        found = best.pick(m, n, k, dtype, act, bias, layout, device=H100, limit=H100_SHARED_MEMORY, tma=tma,
+                          store_z=store_z, gpu=not runtime.INTERPRETER)
+        assert best.resolve(m, n, k, dtype, act, bias, h100, store_z, tma, layout) == (found.config, found.source)
+    # An exact tuned entry wins, and says so; its ranking is there when asked for.
+    entry = next(e for e in best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries
+                 if (e.M, e.N, e.K, e.dtype, e.layout) == (8192, 8192, 8192, "float16", "nn"))
+    found = best.pick(8192, 8192, 8192, torch.float16, layout="nn", device=H100, rank=True)
+    assert found.exact and found.config == entry.config and found.source == "shipped"
+    assert "exactly this problem" in found.reason and found.choice is not None
+    assert best.pick(8192, 8192, 8192, torch.float16, layout="nn", device=H100).choice is None
+    # No model for the device: the default, and why.
+    found = best.pick(100, 200, 300, torch.float16, device="GPU Z")
+    assert found.source == "default" and "no selector model" in found.reason
+    for path in ("autokernel/cli/explain.py", "benchmarks/fit_selector.py"):
+        text = (ROOT / path).read_text()
+        assert "best.pick(" in text and "select.choose(" not in text and "best._nearby" not in text, path
+
+
+def test_tma_alignment_of_a_problem_is_the_kernels_rule_on_its_operands():
+    for m in (1, 7, 8, 24):
+        for n in (1, 8, 12, 16):
+            for k in (1, 8, 9, 16):
+                for layout in ("nn", "nt", "tn", "tt"):
+                    for dtype in ("float16", "bfloat16", "float32"):
+                        p = Problem(m, n, k, dtype, layout=layout)
+                        a, b, _ = p.make_inputs(torch.device("cpu"), seed=0)
+                        c = torch.empty(m, n, dtype=p.torch_dtype)
+                        expected = all(t.data_ptr() % 16 == 0 for t in (a, b, c)) and tma_operands(a, b, c) is not None
+                        assert select.tma_aligned(m, n, k, p.torch_dtype, layout) == expected, (m, n, k, layout, dtype)
+
+
+def test_tma_runs_for_a_problem_as_for_its_tensors(monkeypatch):
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(runtime, "has_tma", lambda: True)
+    for m, n, k, layout in [(64, 64, 64, "nt"), (64, 60, 64, "nn"), (8, 1000, 1000, "nt"), (7, 64, 64, "tn"),
+                            (64, 64, 0, "nn")]:
+        p = Problem(m, n, k, "float16", layout=layout)
+        a, b, _ = p.make_inputs(torch.device("cpu"), seed=0)
+        c = torch.empty(m, n, dtype=torch.float16)
+        assert api.tma_runs_for(m, n, k, torch.float16, layout) == api.tma_runs(a, b, c), (m, n, k, layout)
+    monkeypatch.setattr(runtime, "has_tma", lambda: False)
+    assert not api.tma_runs_for(64, 64, 64, torch.float16, "nt")
+
+
+def test_pick_overhead_benchmark_reports_both_figures():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pick_overhead.py"), "--n", "12", "--json"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("pick", "plan"):
+        assert out[key]["shapes"] == 12 and 0 < out[key]["median_us"] <= out[key]["p90_us"]
