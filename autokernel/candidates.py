@@ -41,6 +41,8 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(128, 128, 64, 8, 8, 4, "tma"),
     _c(128, 128, 64, 8, 4, 3, "tma", warp_specialize=True),
     _c(64, 256, 64, 16, 4, 4, "tma"),
+    _c(64, 256, 64, 8, 4, 4, "tma", flatten=True),
+    _c(128, 128, 64, 8, 8, 4, "tma", flatten=True),
     # large: 128x256 tiles on the persistent TMA kernel
     _c(128, 256, 64, 8, 8, 3, "tma"),
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),

@@ -23,7 +23,7 @@ from autokernel.records import Problem
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SHARED_MEMORY = 232448
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
