@@ -100,39 +100,25 @@ def activation_grad(z, slope, ACTIVATION: tl.constexpr):
 
 
 @triton.jit
-def epilogue_values(
-    acc, offs_m, offs_n, M, N, bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope,
-    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, INDEX_64: tl.constexpr,
-):
-    """The GEMM epilogue's values on a float32 tile ``acc`` of rows ``offs_m`` and columns
-    ``offs_n``: act(acc + bias), the bias of any stride; where STORE_Z, the pre-activation
-    Z is stored first (for a backward that needs act'(Z)), rows and columns past M and N
-    masked out. Each kernel stores the result its own way."""
-    if HAS_BIAS:
-        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
-        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc = acc + bias[None, :]
-    if STORE_Z:
-        if INDEX_64:
-            offs_m = offs_m.to(tl.int64)
-            offs_n = offs_n.to(tl.int64)
-        z_ptrs = z_ptr + offs_m[:, None] * stride_zm + offs_n[None, :] * stride_zn
-        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-    return apply_activation(acc, slope, ACTIVATION)
-
-
-@triton.jit
 def store_epilogue(
     acc, offs_m, offs_n, M, N,
     c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, INDEX_64: tl.constexpr,
 ):
-    """``epilogue_values``, then C = act(.) stored in C's dtype through pointers, rows and
-    columns past M and N masked out (the pointer kernels)."""
-    acc = epilogue_values(acc, offs_m, offs_n, M, N, bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope,
-                          HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
+    """The GEMM epilogue on a float32 tile ``acc`` of rows ``offs_m`` and columns ``offs_n``:
+    + bias (any stride), Z stored when STORE_Z (for a backward that needs act'(Z)), then
+    C = act(.) in C's dtype; rows and columns past M and N are masked out."""
+    if HAS_BIAS:
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
     if INDEX_64:
         offs_m = offs_m.to(tl.int64)
         offs_n = offs_n.to(tl.int64)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if STORE_Z:
+        z_ptrs = z_ptr + offs_m[:, None] * stride_zm + offs_n[None, :] * stride_zn
+        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=mask)
+    acc = apply_activation(acc, slope, ACTIVATION)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)

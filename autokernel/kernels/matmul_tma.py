@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.epilogue import epilogue_values
+from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
 from autokernel.kernels.launch import KernelLaunch, persistent_programs
 from autokernel.kernels.matmul import grouped_tile
@@ -37,13 +37,21 @@ def _store_tile(
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n), stored
-    through ``c_desc`` (the copy engine clips the edges). Z, where stored, goes by plain
-    stores: a second TMA store would need a second C-sized tile of shared memory."""
-    offs_m = off_m + tl.arange(0, BLOCK_M)
+    """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
+    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``."""
     offs_n = off_n + tl.arange(0, BLOCK_N)
-    acc = epilogue_values(acc, offs_m, offs_n, M, N, bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope,
-                          HAS_BIAS, STORE_Z, ACTIVATION, True)
+    if HAS_BIAS:
+        # Any bias stride (a column of a matrix, a slice); int64: it may be large.
+        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    if STORE_Z:
+        # The pre-activation Z for backward, by plain stores: a second TMA store
+        # would need a second C-sized tile of shared memory.
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        z_ptrs = z_ptr + offs_m[:, None].to(tl.int64) * stride_zm + offs_n[None, :] * stride_zn
+        z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
+    acc = apply_activation(acc, slope, ACTIVATION)
     c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
