@@ -77,6 +77,7 @@ def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
     """Each device with successful trials of our kernel (replayed rows aside) to
     ``directory``/<device key>.json."""
     from autokernel import best
+    from autokernel import history
     from autokernel.history import is_triton_forward
 
     ok = df[is_triton_forward(df) & (df["status"] == "success") & df["ms"].notna() & (df["timing"] != "replay")]
@@ -87,7 +88,7 @@ def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
     for name in names:
         with user_errors(), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            exported = best.export(df, device=name, dtype=dtype, activation=activation)
+            exported = history.export_best(df, device=name, dtype=dtype, activation=activation)
         for w in caught:
             warn(str(w.message))
         if not exported.entries:
