@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("records.py", "config.py", "history.py")),
     ("kernels", ("kernels/",)),
-    ("pick", ("runtime.py", "best.py", "select.py", "candidates.py", "autotune.py")),
-    ("op", ("api.py", "autograd.py", "ops.py", "nn.py", "__init__.py")),
+    ("pick", ("runtime.py", "best.py", "select.py", "candidates.py", "autotune.py", "userfiles.py")),
+    ("op", ("api.py", "plans.py", "autograd.py", "ops.py", "nn.py", "__init__.py")),
     ("measure", ("evaluate.py", "timing.py", "roofline.py", "report.py")),
     ("tuning", ("tuning/",)),
     ("cli", ("cli/", "__main__.py")),
