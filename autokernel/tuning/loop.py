@@ -216,9 +216,8 @@ CONFIRM_ROUNDS = 3
 CONFIRM_REPEATS = 5
 """Readings per config in a batch, in interleaved rounds; the median decides. On the H100
 at its power cap the SM clock swings by ~15 % about once a second (docs/tuning.md), so
-one reading of ~0.25 s per config ranks configs 2-3 % apart by the clock's phase; issue
-7's 99 % target asks the median to separate configs 1 % apart, as the judge
-(scripts/tune_sbs.py) does with five."""
+one reading of ~0.25 s per config ranks configs 2-3 % apart by the clock's phase; the
+median of five separates configs 1 % apart (docs/tuning.md)."""
 
 
 def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, record, *, device: str,

@@ -315,21 +315,6 @@ class WorkerEvaluator(EvaluatorBase):
         for pool in self._pools():
             pool.close(kill=True)
 
-    def precompile(self, problem: Problem, configs: Sequence[KernelConfig],
-                   on_result: Callable[[int, Trial | None], None] | None = None) -> bool:
-        """Compile ``configs`` for ``problem`` in the compile workers and time nothing: the
-        binaries land in Triton's cache, where a later evaluate, or a race in another
-        process, loads them. ``on_result(index, trial)`` hears each config: None where it
-        compiled, its failed trial where it did not. False where there are no compile
-        workers (the interpreter), and nothing was compiled."""
-        pool = self._compile_pool()
-        if pool is None:
-            return False
-        with self._killed_on_error():
-            pool.run([(i, problem, config) for i, config in enumerate(configs)], self.compile_timeout_s,
-                     on_result or (lambda index, trial: None))
-        return True
-
     def __enter__(self) -> "WorkerEvaluator":
         return self
 

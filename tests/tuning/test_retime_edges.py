@@ -1,4 +1,4 @@
-"""Edge cases of side-by-side re-timing, re-time medians and the tuner's prior, from review: each failed before its fix."""
+"""Edge cases of side-by-side re-timing, re-time medians and the tuner's prior: each failed before its fix."""
 
 from __future__ import annotations
 

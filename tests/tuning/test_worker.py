@@ -370,20 +370,3 @@ def test_retime_with_an_evaluate_fn_fails_only_the_config_that_raises():
     assert trials[1].error == "ValueError: a bad candidate"
 
 
-def test_precompile_runs_the_compile_phase_alone_and_reports_each_config():
-    """WorkerEvaluator.precompile (scripts/tune_sbs.py's warm-up): every config goes to a
-    compile worker, failures come back as trials, successes as None, nothing is timed."""
-    configs = [GOOD, candidate("compile_error"), candidate("exit")]
-    heard: dict[int, Trial | None] = {}
-    with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, compile_workers=2,
-                         spare=False) as evaluator:
-        assert evaluator.precompile(PROBLEM, configs, lambda i, trial: heard.__setitem__(i, trial))
-        assert "timing" not in evaluator.phase_s
-    assert sorted(heard) == [0, 1, 2] and heard[0] is None
-    assert heard[1].status == heard[2].status == "compile_error"
-    assert "compile worker died (exit code 1)" in heard[2].error
-
-
-def test_precompile_without_compile_workers_compiles_nothing():
-    with WorkerEvaluator(compile_workers=0, spare=False) as evaluator:
-        assert evaluator.precompile(PROBLEM, [GOOD]) is False
