@@ -95,6 +95,10 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
 
 SMOOTH_P = 3.0
 """The smooth maximum of the compute and memory terms: (x^p + y^p)^(1/p)."""
+L2_BANDWIDTH = 10.0e12
+"""A nominal L2 bandwidth (bytes per second), a ceiling: each config's fitted fraction g of
+it is what its tiles' operand reads reach. Bounded, it fitted better than unbounded: 10-fold
+CV over 696 H100 shapes, picks more than 2 % slower than the default 19 against 29."""
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
@@ -122,8 +126,8 @@ def occupancy(config: KernelConfig, dtype: torch.dtype) -> int:
 
 
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
-             programs: int) -> tuple[float, float, float]:
-    """(waves, K per program, bytes): what the model's constants multiply. ``tma``: whether
+             programs: int) -> tuple[float, float, float, float]:
+    """(waves, K per program, bytes, L2 bytes): what the model's constants multiply. ``tma``: whether
     the TMA kernel can take the operands."""
     kind = kernel_kind(config, tma)
     occ = occupancy(config, dtype) if kind in ("grouped", "splitk") else 1
@@ -131,7 +135,7 @@ def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, t
 
 
 def _terms(config: KernelConfig, kind: str, occ: int, m: int, n: int, k: int, itemsize: int,
-           programs: int) -> tuple[float, float, float]:
+           programs: int) -> tuple[float, float, float, float]:
     """``features`` with the kernel kind and occupancy given (the selector keeps them per
     candidate: a new shape's pick then costs arithmetic only)."""
     split = config.split_k
@@ -146,23 +150,34 @@ def _terms(config: KernelConfig, kind: str, occ: int, m: int, n: int, k: int, it
     nbytes = (m * k + k * n + m * n) * itemsize
     if split > 1:
         nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
-    return waves, float(k_per), float(nbytes)
+    # The operands as the tiles read them through L2: A once per column of tiles, B once
+    # per row of tiles (thin tiles re-read the other operand many times).
+    l2_bytes = (m * k * _cdiv(n, config.block_n) + k * n * _cdiv(m, config.block_m)) * itemsize
+    return waves, float(k_per), float(nbytes), float(l2_bytes)
 
 
 @dataclass(frozen=True)
 class Constants:
     """A candidate's fitted constants: per-tile fixed µs, µs per tile per unit of K, the
-    fraction of copy bandwidth reached, and fixed µs per call."""
+    fraction of copy bandwidth reached, fixed µs per call, and the fraction of
+    L2_BANDWIDTH its operand reads reach (None in a file fitted without the L2 term)."""
 
     a: float
     b: float
     e: float
     d: float
+    g: float | None = None
 
-    def predict_us(self, waves: float, k_per: float, nbytes: float) -> float:
+    def predict_us(self, waves: float, k_per: float, nbytes: float, l2_bytes: float = 0.0) -> float:
         compute = waves * (self.a + self.b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * self.e) * 1e6
-        return (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + self.d
+        total = compute ** SMOOTH_P + memory ** SMOOTH_P
+        if self.g is not None:
+            total += (l2_bytes / (L2_BANDWIDTH * self.g) * 1e6) ** SMOOTH_P
+        return total ** (1 / SMOOTH_P) + self.d
+
+    def values(self) -> list[float]:
+        return [self.a, self.b, self.e, self.d] + ([self.g] if self.g is not None else [])
 
 
 def config_id(config: KernelConfig) -> str:
@@ -196,19 +211,20 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             dtype = torch_dtype(row["dtype"])
             tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
             f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
-            data.append((index[key], (f[0], f[1], f[2], row["gpu_ms"] * 1e3)))
+            data.append((index[key], (*f, row["gpu_ms"] * 1e3)))
     if not data:
         return {}
     g = torch.Generator().manual_seed(seed)
     idx = torch.tensor([i for i, _ in data])
     x = torch.tensor([v for _, v in data], dtype=torch.float64)
-    waves, k_per, nbytes, t = x.unbind(1)
+    waves, k_per, nbytes, l2_bytes, t = x.unbind(1)
     n_cfg = len(index)
-    theta = torch.zeros(n_cfg, 4, dtype=torch.float64)
+    theta = torch.zeros(n_cfg, 5, dtype=torch.float64)
     theta[:, 0] = math.log(2.0)
     theta[:, 1] = math.log(0.01)
     theta[:, 2] = 1.0
     theta[:, 3] = math.log(3.0)
+    theta[:, 4] = 1.0
     theta += 0.01 * torch.randn(theta.shape, generator=g, dtype=torch.float64)
     theta.requires_grad_(True)
     kind_ids = {kind: i for i, kind in enumerate(sorted(set(kinds)))}
@@ -217,11 +233,13 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     for step in range(steps):
         opt.zero_grad()
         a, b, e, d = theta[idx, 0].exp(), theta[idx, 1].exp(), torch.sigmoid(theta[idx, 2]), theta[idx, 3].exp()
+        g_l2 = torch.sigmoid(theta[idx, 4])
         compute = waves * (a + b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
-        pred = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + d
+        l2 = l2_bytes / (L2_BANDWIDTH * g_l2) * 1e6
+        pred = (compute ** SMOOTH_P + memory ** SMOOTH_P + l2 ** SMOOTH_P) ** (1 / SMOOTH_P) + d
         loss = ((pred.log() - t.log()) ** 2).mean()
-        means = torch.zeros(len(kind_ids), 4, dtype=torch.float64).index_add(0, kind_of, theta)
+        means = torch.zeros(len(kind_ids), 5, dtype=torch.float64).index_add(0, kind_of, theta)
         counts = torch.zeros(len(kind_ids), dtype=torch.float64).index_add(0, kind_of, torch.ones(n_cfg, dtype=torch.float64))
         prior = ((theta - (means / counts[:, None])[kind_of]) ** 2).mean()
         (loss + 1e-3 * prior).backward()
@@ -231,7 +249,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
                 group["lr"] = 0.01
     theta = theta.detach()
     return {key: Constants(a=float(theta[i, 0].exp()), b=float(theta[i, 1].exp()),
-                           e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()))
+                           e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()),
+                           g=float(torch.sigmoid(theta[i, 4])))
             for key, i in index.items()}
 
 
@@ -290,7 +309,7 @@ class Model:
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
-                "constants": {key: [c.a, c.b, c.e, c.d] for key, c in sorted(self.constants.items())}}
+                "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
         if self.errors:
             data["errors"] = dict(sorted(self.errors.items()))
         return json.dumps(data, indent=1) + "\n"
@@ -345,7 +364,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "occupancy", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d", "error")
+                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d", "l2_bandwidth", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, occupancy: int, constants: Constants | None,
                  scored_as: KernelConfig | None, programs: int):
@@ -358,6 +377,7 @@ class _Prepared:
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
+            self.l2_bandwidth = None if constants.g is None else L2_BANDWIDTH * constants.g
 
     @classmethod
     def same(cls, other: "_Prepared", config: KernelConfig) -> "_Prepared":
@@ -508,7 +528,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
         compute = waves * (p.a + p.b * k_per)
         memory = nbytes / p.bandwidth * 1e6
-        scores.append(((compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d, p, source))
+        total = compute ** SMOOTH_P + memory ** SMOOTH_P
+        if p.l2_bandwidth is not None:
+            l2_bytes = float((m * k * -(-n // p.bn) + k * n * -(-m // p.bm)) * itemsize)
+            total += (l2_bytes / p.l2_bandwidth * 1e6) ** SMOOTH_P
+        scores.append((total ** _INV_P + p.d, p, source))
     scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)
     scored = [s for s in scores if s[0] is not None]
