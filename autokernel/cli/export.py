@@ -45,7 +45,6 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
-    from autokernel import history
     from autokernel.cli.history import load_history
 
     if per_device and (output is None or device is not None):
@@ -56,11 +55,7 @@ def export_best(
     if per_device:
         _export_per_device(df, path, Path(output), dtype, activation)
         return
-    with user_errors(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exported = history.export_best(df, device=device, dtype=dtype, activation=activation)
-    for w in caught:
-        warn(str(w.message))
+    exported = _export(df, device, dtype, activation)
     if not exported.entries:
         fail(f"no successful trial of our kernel in {path} for {_scope(exported.device, dtype, activation)}",
              EXIT_FAILED)
@@ -73,11 +68,23 @@ def export_best(
                       highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
 
 
+def _export(df, device, dtype, activation):
+    """The history's best configs for one device (None: the only one), its warnings shown as
+    ours and bad filters as one-line errors."""
+    from autokernel import history
+
+    with user_errors(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exported = history.export_best(df, device=device, dtype=dtype, activation=activation)
+    for w in caught:
+        warn(str(w.message))
+    return exported
+
+
 def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
     """Each device with successful trials of our kernel (replayed rows aside) to
     ``directory``/<device key>.json."""
     from autokernel import best
-    from autokernel import history
     from autokernel.history import is_triton_forward
 
     ok = df[is_triton_forward(df) & (df["status"] == "success") & df["ms"].notna() & (df["timing"] != "replay")]
@@ -86,11 +93,7 @@ def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
         fail(f"no successful trial of our kernel in {path}", EXIT_FAILED)
     written = 0
     for name in names:
-        with user_errors(), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            exported = history.export_best(df, device=name, dtype=dtype, activation=activation)
-        for w in caught:
-            warn(str(w.message))
+        exported = _export(df, name, dtype, activation)
         if not exported.entries:
             continue
         target = directory / f"{best.device_key(name)}.json"
