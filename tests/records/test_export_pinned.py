@@ -163,8 +163,6 @@ WARNINGS = [
 ]
 
 
-def READ(store):
-    return store.read()
 
 
 def _masked(text: str) -> str:
@@ -175,7 +173,7 @@ def test_export_best_is_pinned(tmp_path):
     store = _history(tmp_path / "h.csv")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        text = _masked(export_best(READ(store), device="h100").to_json())
+        text = _masked(export_best(store.trials(), device="h100").to_json())
     assert text == EXPECTED
     assert [str(w.message) for w in caught] == WARNINGS
 
