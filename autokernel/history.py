@@ -22,10 +22,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import secrets
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -35,34 +36,38 @@ import torch
 from filelock import FileLock
 
 from autokernel import best, runtime
-from autokernel.config import ConfigError, KernelConfig
-from autokernel.records import Problem, normalize_activation, parse_dtype
+from autokernel.config import KernelConfig
+from autokernel.records import (
+    FLOAT_COLUMNS,
+    HISTORY_COLUMNS,
+    HISTORY_SCHEMA,
+    INT_COLUMNS,
+    PROBLEM_COLUMNS,
+    STATUSES,
+    TIMINGS,
+    Problem,
+    Recorded,
+    Trial,
+    normalize_activation,
+    parse_dtype,
+    problem_columns,
+)
 from autokernel.timing import timing_label
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 2
-
-COLUMNS: list[str] = [
-    "timestamp", "run_id", "command", "strategy", "generation", "name", "kernel",
-    "M", "N", "K", "dtype", "activation", "bias", "layout", "config",
-    "status", "ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff",
-    "timing", "device", "torch_version", "triton_version", "error", "schema_version",
-    "gpu_ms", "note",
-]
+SCHEMA_VERSION = HISTORY_SCHEMA
+COLUMNS = HISTORY_COLUMNS
 
 _COLUMNS_V1 = COLUMNS[: COLUMNS.index("schema_version") + 1]
 """The header of schema 1, upgraded on the next append."""
 
-STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
-TIMINGS = ("gpu", "interpreter", "replay")
-
-PROBLEM_KEY = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
+PROBLEM_KEY = PROBLEM_COLUMNS
 """The columns that identify a problem."""
 
-_INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")
-_FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff", "gpu_ms")
+_INT_COLUMNS = INT_COLUMNS
+_FLOAT_COLUMNS = FLOAT_COLUMNS
 _LOCK_TIMEOUT_S = 120
 _MAX_LINES_NAMED = 10
 
@@ -101,7 +106,7 @@ def make_row(
     run_id: str,
     **fields: Any,
 ) -> dict[str, Any]:
-    """A complete history row for one evaluation.
+    """A complete history row from its columns, for a row no Trial stands for (a check's).
 
     Fills the timestamp (UTC, ISO 8601), device, torch/triton versions, schema version,
     the problem's columns and the config as compact JSON. ``timing`` defaults to where
@@ -109,34 +114,56 @@ def make_row(
     (ms in milliseconds, tflops in TFLOP/s, ...) and override the defaults; an unknown
     column name, a status not in STATUSES or a timing not in TIMINGS raises ValueError.
     """
+    own: dict[str, Any] = {"status": status}
+    if problem is not None:
+        own.update(problem_columns(problem))
+    if config is not None:
+        own["config"] = config.to_json()
+    return _row(command, run_id, own, fields)
+
+
+def trial_row(command: str, trial: Trial, *, run_id: str, **fields: Any) -> dict[str, Any]:
+    """The history row of ``trial``: its own columns (Trial.to_row; an unset timing is this
+    machine's), the context make_row fills, then ``fields`` (the strategy, generation, a
+    device name) over them; ValueError as make_row's."""
+    return _row(command, run_id, {k: v for k, v in trial.to_row().items() if v is not None}, fields)
+
+
+def _row(command: str, run_id: str, own: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(fields) - set(COLUMNS))
     if unknown:
         raise ValueError(f"unknown history column(s): {', '.join(unknown)}")
-    if status not in STATUSES:
-        raise ValueError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(
         timestamp=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         run_id=run_id,
         command=command,
-        status=status,
         timing=timing_label(),
         device=runtime.device_name(),
         torch_version=torch.__version__,
         triton_version=_triton_version(),
         schema_version=SCHEMA_VERSION,
     )
-    if problem is not None:
-        row.update(
-            M=problem.m, N=problem.n, K=problem.k, dtype=problem.dtype,
-            activation=problem.activation, bias=problem.bias, layout=problem.layout,
-        )
-    if config is not None:
-        row["config"] = config.model_dump_json()
+    row.update(own)
     row.update(fields)
+    if row["status"] not in STATUSES:
+        raise ValueError(f"unknown status {row['status']!r}; choose one of {', '.join(STATUSES)}")
     if row["timing"] not in TIMINGS:
         raise ValueError(f"timing must be one of {', '.join(TIMINGS)}; got {row['timing']!r}")
     return row
+
+
+def as_read(rows: Iterable[dict[str, Any]]) -> list[Recorded]:
+    """Rows (make_row's, trial_row's) as History.trials reads them back once appended: each
+    cell written as ``append`` writes it, then parsed; a row that names no valid problem is
+    left out."""
+    configs: dict[str, KernelConfig | None] = {}
+    out = []
+    for row in rows:
+        record = Recorded.from_row({c: _cell(row.get(c)) for c in COLUMNS}, configs=configs)
+        if record is not None:
+            out.append(record)
+    return out
 
 
 def _cell(value: Any) -> str:
@@ -247,8 +274,32 @@ class History:
             os.fsync(dst.fileno())
         os.replace(tmp, self.path)
 
+    def trials(self) -> list[Recorded]:
+        """Every well-formed row as a Recorded, in file order, each config text parsed once.
+
+        As ``read``: a missing file gives none, torn or malformed rows are skipped with one
+        warning, columns the file lacks are empty and columns it has beyond the history's
+        are ignored. Rows whose cells name no valid problem (a hand edit) are skipped too,
+        with one more warning that names their lines.
+        """
+        header, rows = self._parse()
+        configs: dict[str, KernelConfig | None] = {}
+        out: list[Recorded] = []
+        bad: list[int] = []
+        for line, fields in rows:
+            record = Recorded.from_row(dict(zip(header, fields)), line=line, configs=configs)
+            if record is None:
+                bad.append(line)
+            else:
+                out.append(record)
+        if bad:
+            warnings.warn(f"skipped {len(bad)} row(s) that name no valid problem in {self.path}: "
+                          f"line(s) {_named(bad)}", RuntimeWarning, stacklevel=2)
+        return out
+
     def read(self) -> "pd.DataFrame":
-        """All well-formed rows as a DataFrame with COLUMNS, in file order.
+        """All well-formed rows as a DataFrame with COLUMNS, in file order, for analysis
+        (the ``history`` command); the tuner and export read ``trials``.
 
         A missing file gives an empty frame. Rows with the wrong number of fields or an
         unparsable number (a torn write, a hand edit) are skipped with one warning that
@@ -256,7 +307,15 @@ class History:
         """
         import pandas as pd
 
-        records: list[list[str]] = []
+        header, rows = self._parse()
+        df = pd.DataFrame([fields for _, fields in rows], columns=header, dtype=object)
+        df = df.reindex(columns=COLUMNS)
+        return _typed(df)
+
+    def _parse(self) -> tuple[list[str], list[tuple[int, list[str]]]]:
+        """The file's header and its well-formed rows (line number, cells); one warning
+        names the lines of the rows skipped. The file is never modified."""
+        rows: list[tuple[int, list[str]]] = []
         bad: list[int] = []
         header = COLUMNS
         if self.path.exists():
@@ -272,17 +331,15 @@ class History:
                     if fields is None or len(fields) != len(header) or not _numbers_parse(header, fields):
                         bad.append(lineno)
                         continue
-                    records.append(fields)
+                    rows.append((lineno, fields))
         if bad:
-            named = ", ".join(map(str, bad[:_MAX_LINES_NAMED])) + (" ..." if len(bad) > _MAX_LINES_NAMED else "")
-            warnings.warn(
-                f"skipped {len(bad)} malformed row(s) in {self.path}: line(s) {named}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        df = pd.DataFrame(records, columns=header, dtype=object)
-        df = df.reindex(columns=COLUMNS)
-        return _typed(df)
+            warnings.warn(f"skipped {len(bad)} malformed row(s) in {self.path}: line(s) {_named(bad)}",
+                          RuntimeWarning, stacklevel=3)
+        return header, rows
+
+
+def _named(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:_MAX_LINES_NAMED])) + (" ..." if len(lines) > _MAX_LINES_NAMED else "")
 
 
 def _parse_line(text: str) -> list[str] | None:
@@ -334,10 +391,10 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def is_triton_forward(df: "pd.DataFrame") -> "pd.Series":
-    """Which rows time our forward kernel (kernel "triton", or empty in rows older than the
-    column): not a torch baseline, not a forward + backward step."""
-    return df["kernel"].fillna("triton").astype(str) == "triton"
+def is_triton_forward(trial: Trial) -> bool:
+    """Whether ``trial`` times our forward kernel (kernel "triton"; a row older than the
+    column reads as one): not a torch baseline, not a forward + backward step."""
+    return trial.kernel == "triton"
 
 
 RETIMED = "re-timed"
@@ -348,8 +405,13 @@ def is_retimed(note: Any) -> bool:
     return isinstance(note, str) and note.endswith(RETIMED)
 
 
-def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
-    """The rows without those a re-time superseded: where a config of a problem (on one
+def _speed(trial: Trial) -> float:
+    """How the tuner ranks ``trial``: its rank_ms, a failure (or no time) after every success."""
+    return trial.rank_ms if trial.ok and trial.rank_ms is not None else math.inf
+
+
+def drop_superseded(trials: Sequence[Recorded]) -> list[Recorded]:
+    """The trials without those a re-time superseded: where a config of a problem (on one
     device, one timing kind) was re-timed, only its median re-timed row of the latest run
     that re-timed it stays.
 
@@ -358,69 +420,60 @@ def drop_superseded(df: "pd.DataFrame") -> "pd.DataFrame":
     one of an even count (a config counts as fast only if most of its readings are): a
     real row, not an average. The tuner re-times its leaders in several side-by-side races
     (tuning.loop._confirm_leaders), so no single lucky reading decides; readings of other
-    runs, taken at other times and perhaps one after another, are not pooled with them."""
-    if df.empty:
-        return df
-    retimed = df["note"].map(is_retimed).astype(bool)
-    if not retimed.any():
-        return df
-    # The config as the tuner matches it (config_key): rows written before a field existed
-    # spell the same config with fewer keys.
-    identity = {text: _config_identity(text) for text in df["config"].dropna().unique()}  # parse each text once
-    keyed = df.assign(config=df["config"].map(identity))
-    row_key = keyed[PROBLEM_KEY + ["device", "timing", "config"]].astype(str).apply(tuple, axis=1)
-    again, group = keyed[retimed], row_key[retimed]
-    run = again["run_id"].fillna("").astype(str) if "run_id" in again else group.map(lambda _: "")
-    latest = run == run.groupby(group).transform("last")  # rows are in the order written
-    again, group = again[latest], group[latest]
-    speed = again["gpu_ms"].fillna(again["ms"]) if "gpu_ms" in again else again["ms"]
-    ok = (again["status"] == "success") & speed.notna()
-    order = speed.where(ok, float("inf")).sort_values(kind="stable").index
-    again, group = again.loc[order], group.loc[order]
-    position = again.groupby(group, sort=False).cumcount()
-    count = group.map(group.value_counts())
-    median = again[position == count // 2]
-    hit = row_key.isin(set(group[median.index]))
-    return df[~hit | df.index.isin(median.index)]
+    runs, taken at other times and perhaps one after another, are not pooled with them.
+    Configs match as the tuner matches them: rows written before a field existed spell the
+    same config with fewer keys."""
+
+    def key(t: Recorded) -> tuple:
+        return t.problem, t.device, t.timing, t.same_config
+
+    again: dict[tuple, list[Recorded]] = {}
+    for t in trials:
+        if is_retimed(t.note):
+            again.setdefault(key(t), []).append(t)
+    if not again:
+        return list(trials)
+    medians: set[int] = set()
+    for rows in again.values():
+        latest = rows[-1].run_id or ""  # rows are in the order written
+        rows = sorted((t for t in rows if (t.run_id or "") == latest), key=_speed)  # stable: ties in file order
+        medians.add(id(rows[len(rows) // 2]))
+    return [t for t in trials if key(t) not in again or id(t) in medians]
 
 
-def _config_identity(text: Any) -> Any:
-    """A config's JSON with every field spelled out (the text itself if it is no config)."""
-    from autokernel.config import KernelConfig
-
-    if not isinstance(text, str):
-        return text
-    try:
-        return KernelConfig.from_json(text).to_json()
-    except ValueError:
-        return text
-
-
-def best_per_problem(df: "pd.DataFrame") -> "pd.DataFrame":
-    """The fastest successful Triton forward row per problem, device and timing kind, sorted
-    by problem. Fastest as the tuner ranks (``Trial.rank_ms``): lowest ``gpu_ms`` where it
-    was measured, else ``ms``.
+def best_per_problem(trials: Sequence[Recorded]) -> list[Recorded]:
+    """The fastest successful Triton forward trial per problem, device and timing kind,
+    sorted by problem. Fastest as the tuner ranks (``Trial.rank_ms``): lowest ``gpu_ms``
+    where it was measured, else ``ms``; the first written of equals.
 
     Torch baselines (kernel "torch", "cublaslt", "torch_compile") and forward + backward
     rows (bench --backward, kernels ending in "_autograd", three GEMMs) never count: the
     best is what our kernel reached, on the GPU that ran it. A winner the tuner re-timed
     counts by its median re-timed row (drop_superseded)."""
-    ours = drop_superseded(df[is_triton_forward(df)])  # before the success filter: a failed re-time supersedes too
-    ok = ours[(ours["status"] == "success") & ours["ms"].notna()]
-    keys = PROBLEM_KEY + ["device", "timing"]
-    if ok.empty:
-        return ok.reset_index(drop=True)
-    rank = ok["gpu_ms"].fillna(ok["ms"]).rename("rank_ms")
-    idx = rank.groupby([ok[c] for c in keys], dropna=False, sort=True).idxmin()
-    return ok.loc[idx.to_numpy()].reset_index(drop=True)
+    ours = drop_superseded([t for t in trials if is_triton_forward(t)])  # before the success filter: a failed re-time supersedes too
+    best: dict[tuple, Recorded] = {}
+    for t in ours:
+        if not (t.ok and t.ms is not None):
+            continue
+        group = (t.problem, t.device, t.timing)
+        if group not in best or t.rank_ms < best[group].rank_ms:
+            best[group] = t
+    return sorted(best.values(), key=_problem_order)
+
+
+def _problem_order(t: Recorded) -> tuple:
+    """Sorted as the history's columns sort: by problem, then device and timing, a missing one last."""
+    p = t.problem
+    return (p.m, p.n, p.k, p.dtype, p.activation, p.bias, p.layout, t.device is None, t.device or "",
+            t.timing is None, t.timing or "")
 
 
 # --- a best-config file from the history -----------------------------------------------
 
 
-def export_best(df: "pd.DataFrame", device: str | None = None, dtype: str | Iterable[str] | None = None,
+def export_best(trials: Sequence[Recorded], device: str | None = None, dtype: str | Iterable[str] | None = None,
                 activation: str | Iterable[str] | None = None) -> best.BestFile:
-    """The best successful config per problem in history rows ``df`` (``History.read()``).
+    """The best successful config per problem in the history's ``trials`` (``History.trials()``).
 
     device: the GPU name as the history writes it, its ``device_key``, or a part of that
     key naming one device of the history (e.g. "h100"); by default the only device
@@ -435,50 +488,54 @@ def export_best(df: "pd.DataFrame", device: str | None = None, dtype: str | Iter
     """
     dtypes = _names(dtype, parse_dtype)
     activations = _names(activation, normalize_activation)
-    df = df[df[["M", "N", "K", "dtype"]].notna().all(axis=1)]
-    df = df.assign(activation=df["activation"].fillna("none"), layout=df["layout"].fillna("nn"),
-                   bias=df["bias"].fillna(False))
-    if dtypes:
-        df = df[df["dtype"].isin(dtypes)]
-    if activations:
-        df = df[df["activation"].isin(activations)]
-    ours = is_triton_forward(df)
-    success = (df["status"] == "success") & df["ms"].notna()
-    name = _pick_device(df, df[ours & success], device)
+    trials = [t for t in trials if (not dtypes or t.problem.dtype in dtypes)
+              and (not activations or t.problem.activation in activations)]
+    ours = [t for t in trials if is_triton_forward(t)]
+    name = _pick_device(trials, [t for t in ours if _succeeded(t)], device)
     timing = "interpreter" if name == runtime.INTERPRETER_DEVICE else "gpu"
-    on_device = df["device"] == name
-    other = df[ours & success & on_device & (df["timing"] != timing)]
-    if not other.empty:
-        kinds = ", ".join(sorted(set(other["timing"].fillna("unlabelled"))))
+    other = [t for t in ours if _succeeded(t) and t.device == name and t.timing != timing]
+    if other:
+        kinds = ", ".join(sorted({t.timing or "unlabelled" for t in other}))
         warnings.warn(f"skipped {len(other)} successful row(s) of {name} timed as {kinds}: "
                       f"only {timing} timings are exported for it", RuntimeWarning, stacklevel=2)
-    here = on_device & (df["timing"] == timing)
-    ok = drop_superseded(df[ours & here & df["config"].notna()])  # a failed re-time supersedes too
-    ok = ok[(ok["status"] == "success") & ok["ms"].notna()]
-    configs = _parse_configs(ok["config"])
-    ok = ok[ok["config"].map(configs).notna()]
-    winners = best_per_problem(ok)
-    trials = df[ours & here].groupby(PROBLEM_KEY, dropna=False).size()
-    baselines = df[here & success & (df["kernel"] == "torch")]
-    torch_ms = baselines.groupby(PROBLEM_KEY, dropna=False)["ms"].min()
+    here = [t for t in trials if t.device == name and t.timing == timing]
+    ok = [t for t in drop_superseded([t for t in here if is_triton_forward(t) and t.config_text is not None])
+          if _succeeded(t)]  # a failed re-time supersedes too
+    invalid = sum(t.config is None for t in ok)
+    if invalid:
+        warnings.warn(f"skipped {invalid} successful row(s) whose config is not a valid KernelConfig",
+                      RuntimeWarning, stacklevel=2)
+    winners = best_per_problem([t for t in ok if t.config is not None])
+    counts: dict[Problem, int] = {}
+    for t in here:
+        if is_triton_forward(t):
+            counts[t.problem] = counts.get(t.problem, 0) + 1
+    torch_ms: dict[Problem, float] = {}
+    for t in here:
+        if t.kernel == "torch" and _succeeded(t):
+            torch_ms[t.problem] = min(torch_ms.get(t.problem, math.inf), t.ms)
     entries = []
-    for row in to_records(winners):
-        key = tuple(row[c] for c in PROBLEM_KEY)
-        base = float(torch_ms[key]) if key in torch_ms.index else None
+    for w in winners:
+        base = torch_ms.get(w.problem)
+        columns = problem_columns(w.problem)
         entries.append(best.BestEntry(
-            **{c: row[c] for c in PROBLEM_KEY}, config=configs[row["config"]], ms=row["ms"],
-            gpu_ms=row["gpu_ms"], tflops=row["tflops"], torch_ms=base,
-            speedup_vs_cublas=base / row["ms"] if base is not None else None, trials=int(trials[key]),
+            **columns, config=w.config, ms=w.ms, gpu_ms=w.gpu_ms, tflops=w.tflops, torch_ms=base,
+            speedup_vs_cublas=base / w.ms if base is not None else None, trials=counts[w.problem],
         ))
     return best.BestFile(
         schema_version=best.SCHEMA_VERSION,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         device=name,
         timing=timing,
-        torch_version=_joined(winners["torch_version"]),
-        triton_version=_joined(winners["triton_version"]),
+        torch_version=_joined(w.torch_version for w in winners),
+        triton_version=_joined(w.triton_version for w in winners),
         entries=entries,
     )
+
+
+def _succeeded(trial: Trial) -> bool:
+    """A success with a median time (what export and the best per problem rank)."""
+    return trial.ok and trial.ms is not None
 
 
 def _names(value: str | Iterable[str] | None, parse) -> list[str]:
@@ -487,10 +544,10 @@ def _names(value: str | Iterable[str] | None, parse) -> list[str]:
     return [parse(v) for v in ([value] if isinstance(value, str) else value)]
 
 
-def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | None) -> str:
+def _pick_device(trials: Sequence[Recorded], successes: Sequence[Recorded], device: str | None) -> str:
     """The history's name of the device to export (see ``export``)."""
     if device is not None:
-        known = sorted(set(df["device"].dropna()))
+        known = sorted({t.device for t in trials if t.device is not None})
         exact = [d for d in known if best.device_key(d) == best.device_key(device)]
         if exact:
             return exact[0]
@@ -499,7 +556,7 @@ def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | No
             raise ValueError(f"--device {device!r} matches several devices of the history ({', '.join(part)}); "
                              "name one")
         return part[0] if part else device
-    names = sorted(set(successes["device"].dropna()))
+    names = sorted({t.device for t in successes if t.device is not None})
     if len(names) <= 1:
         return names[0] if names else runtime.device_name()
     here = runtime.device_name()
@@ -508,22 +565,7 @@ def _pick_device(df: "pd.DataFrame", successes: "pd.DataFrame", device: str | No
     raise ValueError(f"the history has trials of several devices ({', '.join(names)}); pick one with --device")
 
 
-def _parse_configs(texts: "pd.Series") -> dict[str, KernelConfig | None]:
-    """Each distinct config text parsed once; None (and one warning) for those that aren't a KernelConfig."""
-    parsed: dict[str, KernelConfig | None] = {}
-    for text in texts.unique():
-        try:
-            parsed[text] = KernelConfig.from_dict(json.loads(text))
-        except (json.JSONDecodeError, ConfigError):
-            parsed[text] = None
-    bad = sum(texts.map(parsed).isna())
-    if bad:
-        warnings.warn(f"skipped {bad} successful row(s) whose config is not a valid KernelConfig",
-                      RuntimeWarning, stacklevel=3)
-    return parsed
-
-
-def _joined(values: "pd.Series") -> str | None:
+def _joined(values: Iterable[str | None]) -> str | None:
     """The distinct versions the winners were measured with, comma-separated."""
-    names = sorted(set(values.dropna()))
+    names = sorted({v for v in values if v is not None})
     return ", ".join(names) or None

@@ -3,8 +3,10 @@
 ``Problem`` (one GEMM to run, check and time: the key everything is indexed by), the names
 it is built from (dtypes, activations, operand layouts) and their parsing,
 ``KernelConfig`` (the launch parameters of one kernel, checked: the rules each kernel
-variant puts on its knobs) with its one JSON form, and ``Trial`` (one measured problem and
-implementation: what every evaluation produces and the history records). Importing this
+variant puts on its knobs) with its one JSON form, ``Trial`` (one measured problem and
+implementation: what every evaluation produces and the history records) and ``Recorded``
+(a Trial as the history holds it, with the run that wrote it), with their one CSV row
+form (HISTORY_COLUMNS: ``Trial.to_row``, ``Recorded.from_row``). Importing this
 module imports neither torch nor Triton (a test and an import-linter contract hold it to
 that): the history, the CLI's argument checks and the tuner's records need neither.
 """
@@ -371,6 +373,7 @@ class Trial:
     per call of calls made back to back, host included (timing.wall_race), where measured
     (bench): above gpu_ms, the call is host-bound. ``note`` is free text
     (an LLM's rationale, "re-timed"). On failure ``status`` says which kind and ``error`` why.
+    The history's rows read back as Recorded, a Trial with the run that wrote it.
     """
 
     problem: Problem
@@ -398,17 +401,142 @@ class Trial:
     def ok(self) -> bool:
         return self.status == "success"
 
+    @property
+    def timed(self) -> bool:
+        """A success with a time to rank by (a check's success has none)."""
+        return self.status == "success" and self.rank_ms is not None
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["problem"] = self.problem.to_dict()
         d["config"] = None if self.config is None else self.config.model_dump()
         return d
 
-    def history_fields(self) -> dict:
-        """The history columns this trial fills, for ``history.make_row(..., **fields)``."""
-        return {
-            "kernel": self.kernel, "ms": self.ms, "ms_p20": self.p20, "ms_p80": self.p80,
-            "tflops": self.tflops, "rel_error": self.rel_error, "max_abs_diff": self.max_abs_diff,
-            "timing": self.timing, "error": self.error,
-            "gpu_ms": self.gpu_ms, "note": self.note,
-        }
+    def to_row(self) -> dict[str, Any]:
+        """The history columns this trial fills (HISTORY_COLUMNS), by their names."""
+        row = {**problem_columns(self.problem), "config": None if self.config is None else self.config.to_json(),
+               "status": self.status}
+        row.update({column: getattr(self, attr) for column, attr in _MEASURED.items()})
+        return row
+
+
+# ---- the history's rows ---------------------------------------------------------------------
+
+HISTORY_SCHEMA = 2
+"""The schema version of the history's rows (HISTORY_COLUMNS)."""
+HISTORY_COLUMNS: list[str] = [
+    "timestamp", "run_id", "command", "strategy", "generation", "name", "kernel",
+    "M", "N", "K", "dtype", "activation", "bias", "layout", "config",
+    "status", "ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff",
+    "timing", "device", "torch_version", "triton_version", "error", "schema_version",
+    "gpu_ms", "note",
+]
+"""The history's columns, in the order of its CSV header. Units: ``ms``, ``ms_p20``,
+``ms_p80`` and ``gpu_ms`` in milliseconds; ``tflops`` in 10^12 FLOP/s."""
+STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
+TIMINGS = ("gpu", "interpreter", "replay")
+PROBLEM_COLUMNS = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
+"""The columns that identify a problem."""
+INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")
+FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff", "gpu_ms")
+_MEASURED = {"kernel": "kernel", "ms": "ms", "ms_p20": "p20", "ms_p80": "p80", "tflops": "tflops",
+             "rel_error": "rel_error", "max_abs_diff": "max_abs_diff", "timing": "timing", "error": "error",
+             "gpu_ms": "gpu_ms", "note": "note"}
+"""The columns a Trial's own fields fill, and those fields' names."""
+_CONTEXT = ("timestamp", "run_id", "command", "strategy", "generation", "name", "device", "torch_version",
+            "triton_version", "schema_version")
+"""The columns of the run that wrote a row: the fields Recorded adds to a Trial."""
+
+
+def problem_columns(problem: Problem) -> dict[str, Any]:
+    """The history columns of ``problem``."""
+    return {"M": problem.m, "N": problem.n, "K": problem.k, "dtype": problem.dtype,
+            "activation": problem.activation, "bias": problem.bias, "layout": problem.layout}
+
+
+@dataclass
+class Recorded(Trial):
+    """A Trial as the history holds it: the measurement and the run that wrote it.
+
+    ``config`` is the row's KernelConfig, None where the row has none or its text is no
+    valid config; ``config_text`` is that text as written (None for an empty cell).
+    ``kernel`` is "triton" where the cell is empty (rows older than the column). ``line``
+    is the file line it was read from. Times and the rest as in Trial and HISTORY_COLUMNS.
+    """
+
+    timestamp: str | None = None
+    run_id: str | None = None
+    command: str | None = None
+    strategy: str | None = None
+    generation: int | None = None
+    name: str | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    schema_version: int | None = None
+    config_text: str | None = None
+    line: int | None = None
+
+    @property
+    def same_config(self) -> "KernelConfig | str | None":
+        """What a re-time is matched by: the config, or its text where that is no config."""
+        return self.config if self.config is not None else self.config_text
+
+    def to_row(self) -> dict[str, Any]:
+        row = dict.fromkeys(HISTORY_COLUMNS)
+        row.update(super().to_row())
+        row["config"] = self.config_text if self.config_text is not None else row["config"]
+        row.update({column: getattr(self, column) for column in _CONTEXT})
+        return row
+
+    @classmethod
+    def from_row(cls, cells: dict[str, str], *, line: int | None = None,
+                 configs: dict[str, KernelConfig | None] | None = None) -> "Recorded | None":
+        """The record of one history row (cells as text, by column; missing or empty cells
+        are None), or None where its cells name no valid problem. ``configs`` memoizes the
+        parse of each config text across rows."""
+        value = {c: _cell_value(c, cells.get(c)) for c in HISTORY_COLUMNS}
+        try:
+            problem = Problem(value["M"], value["N"], value["K"], value["dtype"], value["activation"] or "none",
+                              bool(value["bias"]), value["layout"] or "nn")
+        except (ValueError, TypeError):
+            return None
+        text = value["config"]
+        config = None
+        if text is not None and configs is None:
+            config = _parse_config(text)
+        elif text is not None:
+            if text not in configs:
+                configs[text] = _parse_config(text)
+            config = configs[text]
+        measured = {attr: value[column] for column, attr in _MEASURED.items()}
+        measured["kernel"] = measured["kernel"] or "triton"
+        return cls(problem, config, value["status"] or "", **measured,
+                   **{column: value[column] for column in _CONTEXT}, config_text=text, line=line)
+
+
+def _cell_value(column: str, text: str | None) -> Any:
+    """A history cell as its value: numbers as numbers (not-a-number as None), bias as a
+    bool (None unless true or false), empty text as None."""
+    if text is None or text == "":
+        return None
+    if column in FLOAT_COLUMNS or column in INT_COLUMNS:
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        if number != number:
+            return None
+        if column in INT_COLUMNS:
+            return int(round(number)) if math.isfinite(number) else None
+        return number
+    if column == "bias":
+        return {"True": True, "true": True, "False": False, "false": False}.get(text)
+    return text
+
+
+def _parse_config(text: str) -> KernelConfig | None:
+    try:
+        return KernelConfig.from_dict(json.loads(text))
+    except (ValueError, TypeError):  # not JSON, or no valid config (ConfigError)
+        return None

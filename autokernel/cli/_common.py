@@ -71,8 +71,8 @@ class _ThisRun:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a torn last line is no news here
-            df = self.store.read()
-        return f"{int((df['run_id'] == self.run_id).sum())} rows saved to {self.store.path}"
+            saved = sum(t.run_id == self.run_id for t in self.store.trials())
+        return f"{saved} rows saved to {self.store.path}"
 
 
 this_run = _ThisRun()
@@ -423,11 +423,3 @@ def trial_timer(repeat: int | None) -> tuple[Any, str]:
     how = f"median of {repeat} calls" if repeat else "median"
     how += ", wall clock" if runtime.INTERPRETER else ", L2 flushed"
     return (functools.partial(time_fn, reps=repeat) if repeat else time_fn), how
-
-
-def trial_row(command: str, trial: Any, run_id: str, name: str) -> dict:
-    """The history row of one evaluate/evaluate_torch Trial."""
-    from autokernel.history import make_row
-
-    return make_row(command, trial.problem, trial.config, status=trial.status, run_id=run_id, name=name,
-                    **trial.history_fields())

@@ -39,7 +39,6 @@ from autokernel.cli._common import (
     print_table,
     problem_sizes,
     start_run,
-    trial_row,
     trial_timer,
     user_errors,
     warn,
@@ -282,10 +281,11 @@ def bench(
                 fail(f"cannot write --csv {csv_path}: {exc.strerror}")
     check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
+    from autokernel.history import trial_row  # the history imports torch: not before the options are checked
 
     def record(result: BenchResult) -> None:
-        append_history(store, [trial_row("bench", result.torch, run_id, "torch"),
-                               trial_row("bench", result.triton, run_id, result.source)])
+        append_history(store, [trial_row("bench", result.torch, run_id=run_id, name="torch"),
+                               trial_row("bench", result.triton, run_id=run_id, name=result.source)])
 
     timer, how = trial_timer(repeat)
     results = run_bench(problems, configs, timer=timer, on_result=record, backward=backward)

@@ -45,17 +45,17 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
-    from autokernel.cli.history import load_history
+    from autokernel.cli.history import load_trials
 
     if per_device and (output is None or device is not None):
         fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
     if per_device and Path(output).is_file():
         fail(f"--per-device writes into a directory; {output} is a file")
-    path, df = load_history(history_path)
+    path, trials = load_trials(history_path)
     if per_device:
-        _export_per_device(df, path, Path(output), dtype, activation)
+        _export_per_device(trials, path, Path(output), dtype, activation)
         return
-    exported = _export(df, device, dtype, activation)
+    exported = _export(trials, device, dtype, activation)
     if not exported.entries:
         fail(f"no successful trial of our kernel in {path} for {_scope(exported.device, dtype, activation)}",
              EXIT_FAILED)
@@ -68,32 +68,32 @@ def export_best(
                       highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
 
 
-def _export(df, device, dtype, activation):
+def _export(trials, device, dtype, activation):
     """The history's best configs for one device (None: the only one), its warnings shown as
     ours and bad filters as one-line errors."""
     from autokernel import history
 
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exported = history.export_best(df, device=device, dtype=dtype, activation=activation)
+        exported = history.export_best(trials, device=device, dtype=dtype, activation=activation)
     for w in caught:
         warn(str(w.message))
     return exported
 
 
-def _export_per_device(df, path, directory: Path, dtype, activation) -> None:
+def _export_per_device(trials, path, directory: Path, dtype, activation) -> None:
     """Each device with successful trials of our kernel (replayed rows aside) to
     ``directory``/<device key>.json."""
     from autokernel import best
     from autokernel.history import is_triton_forward
 
-    ok = df[is_triton_forward(df) & (df["status"] == "success") & df["ms"].notna() & (df["timing"] != "replay")]
-    names = sorted(set(ok["device"].dropna()))
+    names = sorted({t.device for t in trials if is_triton_forward(t) and t.ok and t.ms is not None
+                    and t.timing != "replay" and t.device is not None})
     if not names:
         fail(f"no successful trial of our kernel in {path}", EXIT_FAILED)
     written = 0
     for name in names:
-        exported = _export(df, name, dtype, activation)
+        exported = _export(trials, name, dtype, activation)
         if not exported.entries:
             continue
         target = directory / f"{best.device_key(name)}.json"

@@ -34,7 +34,6 @@ from autokernel.cli._common import (
     print_table,
     problem_sizes,
     start_run,
-    trial_row,
     trial_timer,
     user_errors,
     warn,
@@ -197,11 +196,12 @@ def fuse_bench(
     check_interpreter_budget(problems, force)
     run_id = start_run(store)
     timer, how = trial_timer(repeat)
+    from autokernel.history import trial_row  # the history imports torch: not before the options are checked
 
     results = []
     for problem in problems:
         rows = run_fuse_bench(problem, compile_=compile_, picked=picked[problem], tuned=tuned[problem], timer=timer)
-        append_history(store, [trial_row("fuse-bench", r.trial, run_id, r.name) for r in rows])
+        append_history(store, [trial_row("fuse-bench", r.trial, run_id=run_id, name=r.name) for r in rows])
         results.append((problem, rows))
     if json_out:
         print_json([row.to_dict() for _, rows in results for row in rows])

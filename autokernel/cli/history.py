@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import typer
 from rich.markup import escape
@@ -26,16 +26,28 @@ from autokernel.cli._common import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from autokernel.records import Recorded
+
 
 def load_history(path: str | None) -> tuple[Path, "pd.DataFrame"]:
-    """The resolved history path and its rows; each warning of the reader (skipped rows) is one stderr line."""
+    """The resolved history path and its rows as a frame; each warning of the reader (skipped rows) is one stderr line."""
     store = history_store(path, append=False)
+    return store.path, _warned(store.read)
+
+
+def load_trials(path: str | None) -> tuple[Path, list["Recorded"]]:
+    """The resolved history path and its trials (History.trials); each warning of the reader is one stderr line."""
+    store = history_store(path, append=False)
+    return store.path, _warned(store.trials)
+
+
+def _warned(read: Callable[[], Any]) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        df = store.read()
+        out = read()
     for w in caught:
         warn(str(w.message))
-    return store.path, df
+    return out
 
 
 def _problem_label(row: dict) -> str:
@@ -112,16 +124,25 @@ def history(
         fail(f"--last must be >= 0, got {last}")
     if status is not None and status not in STATUSES:
         fail(f"unknown --status {status!r}; choose one of {', '.join(STATUSES)}")
-    path, df = load_history(history_path)
-    if command is not None:
-        df = df[df["command"] == command]
-    if best:  # before --status: a failed re-time supersedes a config's earlier success
-        df = best_per_problem(df)
-    if status is not None:
-        df = df[df["status"] == status]
-    if last:
-        df = df.tail(last)
-    rows = to_records(df)
+    if best:
+        path, trials = load_trials(history_path)
+        if command is not None:
+            trials = [t for t in trials if t.command == command]
+        # before --status: a failed re-time supersedes a config's earlier success
+        rows = [t.to_row() for t in best_per_problem(trials)]
+        if status is not None:
+            rows = [r for r in rows if r["status"] == status]
+        if last:
+            rows = rows[-last:]
+    else:
+        path, df = load_history(history_path)
+        if command is not None:
+            df = df[df["command"] == command]
+        if status is not None:
+            df = df[df["status"] == status]
+        if last:
+            df = df.tail(last)
+        rows = to_records(df)
     if json_out:
         for r in rows:
             r["config"] = _config_object(r["config"])

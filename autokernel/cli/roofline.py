@@ -27,12 +27,10 @@ from autokernel.cli._common import (
     problem_sizes,
     user_errors,
 )
-from autokernel.cli.history import load_history
+from autokernel.cli.history import load_trials
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from autokernel.records import Problem
+    from autokernel.records import Problem, Recorded
     from autokernel.roofline import Ceilings, GpuSpec, RooflineResult
 
 
@@ -42,16 +40,12 @@ def _device_name() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
-def _gpu_rows(df: "pd.DataFrame", problem: "Problem", spec: "GpuSpec") -> "pd.DataFrame":
-    """Successful GPU-timed rows of ``problem`` measured on a device that ``spec`` describes."""
+def _gpu_rows(trials: "list[Recorded]", problem: "Problem", spec: "GpuSpec") -> "list[Recorded]":
+    """Successful GPU-timed trials of ``problem`` measured on a device that ``spec`` describes."""
     from autokernel.roofline import detect_gpu
 
-    ok = df[(df["status"] == "success") & (df["timing"] == "gpu") & df["ms"].notna()]
-    ok = ok[(ok["M"] == problem.m) & (ok["N"] == problem.n) & (ok["K"] == problem.k)
-            & (ok["dtype"] == problem.dtype) & (ok["activation"] == problem.activation)
-            & (ok["bias"] == problem.bias) & (ok["layout"] == problem.layout)]
-    same_gpu = ok["device"].map(lambda d: getattr(detect_gpu(d or ""), "name", None) == spec.name)
-    return ok[same_gpu.astype(bool)]
+    return [t for t in trials if t.ok and t.timing == "gpu" and t.ms is not None and t.problem == problem
+            and getattr(detect_gpu(t.device or ""), "name", None) == spec.name]
 
 
 def _render_table(detected: "GpuSpec | None", device: str | None, ceilings: "Ceilings | None") -> None:
@@ -193,19 +187,20 @@ def roofline(
                 console.print(f"roofline chart written to {escape(str(written))}")
         return
 
-    df = load_history(history_path)[1] if ms is None or plot is not None else None
+    recorded = load_trials(history_path)[1] if ms is None or plot is not None else None
     results, sources, trials = [], [], []
     for p in problems:
         p_ms, source = ms, "--ms" if ms is not None else None
-        rows = _gpu_rows(df, p, spec) if df is not None else None
-        if p_ms is None and rows is not None and not rows.empty:
-            p_ms, source = float(best_per_problem(rows)["ms"].min()), "history"
+        rows = _gpu_rows(recorded, p, spec) if recorded is not None else None
+        winners = best_per_problem(rows) if p_ms is None and rows else []
+        if winners:
+            p_ms, source = min(t.ms for t in winners), "history"
         with user_errors():
             r = analyze(p, ceiling_spec, p_ms)
         results.append(r)
         sources.append(source)
         if rows is not None:
-            trials += [(r.arithmetic_intensity, tflops(r.flops, t)) for t in rows["ms"]]
+            trials += [(r.arithmetic_intensity, tflops(r.flops, t.ms)) for t in rows]
 
     written = _write_plot(results, ceiling_spec, plot, trials) if plot is not None else None
     if json_out:

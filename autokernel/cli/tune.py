@@ -38,6 +38,7 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
+from autokernel.records import Recorded
 from autokernel.tuning.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -341,11 +342,11 @@ def _best_trial(result: "TuneResult") -> dict | None:
         return None
     from autokernel.tuning.space import config_key
 
-    row = best.row or {}
     # this_run: first tried in this run (an earlier run's winner re-timed now was not)
     found = any(config_key(t.config) == config_key(best.config) for t in result.trials if t.config is not None)
-    return {"config": best.config, "ms": row.get("ms"), "gpu_ms": row.get("gpu_ms"), "tflops": row.get("tflops"),
-            "rank_ms": best.ms, "this_run": found, "found_by": None if found else row.get("run_id")}
+    run_id = best.run_id if isinstance(best, Recorded) else None
+    return {"config": best.config, "ms": best.ms, "gpu_ms": best.gpu_ms, "tflops": best.tflops,
+            "rank_ms": best.rank_ms, "this_run": found, "found_by": None if found else run_id}
 
 
 def _render(entry: dict) -> None:

@@ -107,9 +107,10 @@ class SharedStore:
                 raise Cancelled("the run was cancelled")
             self.store.append_many(rows)
 
-    def read(self):
+    def trials(self) -> list:
+        """The history's trials (History.trials), read under the lock."""
         with self._lock:
-            return self.store.read()
+            return self.store.trials()
 
     def cancel(self) -> None:
         with self._lock:  # an append under way finishes first: no torn row

@@ -12,12 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from autokernel.config import KernelConfig
-from autokernel.records import Trial
-from autokernel.records import Problem
+from autokernel.best import shape_distance
+from autokernel.config import KernelConfig, _cdiv, default_config
+from autokernel.history import best_per_problem, is_retimed, trial_row
+from autokernel.records import Problem, Recorded, Trial
 from autokernel.tuning.evaluator import Evaluator
-from autokernel.tuning.space import SearchSpace, config_key
-from autokernel.tuning.strategies.base import Observation, Strategy, observations, problem_rows
+from autokernel.tuning.space import SearchSpace, config_key, why_no_tma
+from autokernel.tuning.strategies.base import Strategy, fresh, observations, pending, problem_rows
 
 
 @dataclass
@@ -64,7 +65,9 @@ class TuneResult:
     run_id: str
     generations: list[Generation]
     trials: list[Trial]
-    best: Observation | None
+    best: Trial | None
+    """The best so far: at the end the history's row of it (a Recorded), its re-timed
+    median where the tuner measured it again."""
     prior_trials: int
     stopped: str = "generations"
     events: list[str] = field(default_factory=list)
@@ -78,8 +81,8 @@ class TuneResult:
         return sum(not t.ok for t in self.trials)
 
 
-def best_of(history: Sequence[Observation]) -> Observation | None:
-    return min((o for o in history if o.ok), key=lambda o: o.ms, default=None)
+def best_of(history: Sequence[Trial]) -> Trial | None:
+    return min((t for t in history if t.timed), key=lambda t: t.rank_ms, default=None)
 
 
 def tune(
@@ -107,13 +110,11 @@ def tune(
     appended to (rows carry the run id, generation, strategy and the strategy's note).
     A KeyboardInterrupt propagates after the trials finished so far are on disk.
     """
-    from autokernel.history import is_retimed, make_row
-
     stop = stop or StopRules()
-    df = store.read()
-    history = observations(df, problem, device=device, timing=timing)
-    rows = problem_rows(df, problem, device=device, timing=timing)
-    first_gen = 1 + max((int(r["generation"]) for _, r in rows if r["generation"] is not None), default=0)
+    recorded = store.trials()
+    history: list[Trial] = list(observations(recorded, problem, device=device, timing=timing))
+    rows = problem_rows(recorded, problem, device=device, timing=timing)
+    first_gen = 1 + max((t.generation for t in rows if t.generation is not None), default=0)
     result = TuneResult(problem, strategy.name, run_id, [], [], best_of(history), len(history))
     started = time.perf_counter()
     stale = 0
@@ -138,9 +139,9 @@ def tune(
             proposals = _fresh_valid(seeds, space, history, budget)
         if len(proposals) < budget:
             # The strategy sees the seeds as pending: it must not propose them again.
-            pending = [Observation(c, "pending") for c in proposals]
-            proposals += _fresh_valid(strategy.propose(space, [*history, *pending], budget - len(proposals)),
-                                      space, [*history, *pending], budget - len(proposals))
+            seen = [*history, *pending(problem, proposals)]
+            proposals += _fresh_valid(strategy.propose(space, seen, budget - len(proposals)),
+                                      space, seen, budget - len(proposals))
         if not proposals:
             result.stopped = "space exhausted"
             break
@@ -154,23 +155,22 @@ def tune(
             if rationale and rationale not in (trial.note or ""):
                 # The rationale first: a "re-timed" mark must stay last (history.is_retimed).
                 trial.note = f"{rationale}; {trial.note}" if trial.note else rationale
-            store.append(make_row(command, problem, trial.config, status=trial.status, run_id=run_id,
-                                  strategy=strategy.name, generation=gen, name="triton", device=device,
-                                  **trial.history_fields()))
+            store.append(trial_row(command, trial, run_id=run_id, strategy=strategy.name, generation=gen,
+                                   name="triton", device=device))
             if new:  # a re-timed config is not a new trial: it counts for no budget
                 result.trials.append(trial)
             if on_trial is not None:
                 on_trial(trial)
 
         trials = evaluator.evaluate(problem, proposals, on_trial=record)
-        history += [Observation(t.config, t.status, t.rank_ms if t.ok else None, t.error) for t in trials]
+        history += trials
         before = result.best
         result.best = best_of(history)
         ok = [t for t in trials if t.ok and t.rank_ms is not None]
         summary = Generation(
             generation=gen, trials=len(trials), ok=len(ok),
             gen_best_ms=min((t.rank_ms for t in ok), default=None),
-            best_ms=None if result.best is None else result.best.ms,
+            best_ms=None if result.best is None else result.best.rank_ms,
             best_config=None if result.best is None else result.best.config,
             elapsed_s=time.perf_counter() - gen_start,
             stats=dict(strategy.last_stats or {}),
@@ -183,7 +183,8 @@ def tune(
         if on_generation is not None:
             on_generation(summary)
         # No success yet counts as no gain: a problem where everything fails stops on patience too.
-        gained = result.best is not None and (before is None or result.best.ms < before.ms * (1 - stop.min_gain))
+        gained = result.best is not None and (before is None
+                                              or result.best.rank_ms < before.rank_ms * (1 - stop.min_gain))
         stale = 0 if gained else stale + 1
         if stop.patience is not None and stale >= stop.patience:
             result.stopped = "converged"
@@ -202,7 +203,7 @@ def tune(
     if result.trials:
         # From the history as written: a re-timed row supersedes its config's earlier ones,
         # and the best carries its row (ms, gpu_ms, tflops), this run's or an earlier one's.
-        result.best = best_of(observations(store.read(), problem, device=device, timing=timing))
+        result.best = best_of(observations(store.trials(), problem, device=device, timing=timing))
     return result
 
 
@@ -235,8 +236,6 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     batches; if one still leads after that, the line returned says so. ``record`` appends
     the new trials. Returns (line, confirmed): the line None when there was nothing to
     confirm; confirmed False when the leader was left unconfirmed or nothing succeeded."""
-    from autokernel.history import is_retimed
-
     tried = space_default(problem, space)
     default = config_key(space.canonical(tried))  # as prior_configs tried it
     # The configs tried for a reason other than a first reading stand beside the leaders
@@ -248,9 +247,9 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     confirmed: set[tuple] = set()
     first: dict[tuple, float] = {}
 
-    def ranked() -> list[Observation]:
-        return sorted((o for o in observations(store.read(), problem, device=device, timing=timing) if o.ok),
-                      key=lambda o: o.ms)
+    def ranked() -> list[Recorded]:
+        return sorted((t for t in observations(store.trials(), problem, device=device, timing=timing) if t.timed),
+                      key=lambda t: t.rank_ms)
 
     order = ranked()
     batch = order[:CONFIRM_LEADERS] + [o for o in order[CONFIRM_LEADERS:] if config_key(o.config) in standing]
@@ -265,7 +264,7 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
     while batch and rounds < CONFIRM_ROUNDS:
         rounds += 1
         for o in batch:
-            first.setdefault(config_key(o.config), o.ms)
+            first.setdefault(config_key(o.config), o.rank_ms)
         configs = [o.config for o in batch]
         for repeat in range(CONFIRM_REPEATS):  # each round starts one config later
             shift = repeat % len(configs)
@@ -274,7 +273,7 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
         order = ranked()
         best_confirmed = next((o for o in order if config_key(o.config) in confirmed), None)
         ahead = [o for o in order if config_key(o.config) not in confirmed
-                 and (best_confirmed is None or o.ms < best_confirmed.ms)][:CONFIRM_LEADERS]
+                 and (best_confirmed is None or o.rank_ms < best_confirmed.rank_ms)][:CONFIRM_LEADERS]
         batch = ahead + ([best_confirmed] if ahead and best_confirmed is not None else [])
     if not confirmed:
         if lost:
@@ -288,8 +287,8 @@ def _confirm_leaders(problem: Problem, space: SearchSpace, store, evaluator, rec
             f"{' with the default' if default in confirmed else ''} in {rounds} batch(es) of "
             f"{CONFIRM_REPEATS} interleaved rounds, by their medians: ")
     if key not in confirmed:
-        return what + f"{win.config.short()} still leads on its first reading {win.ms:.4g} ms, not confirmed", False
-    return what + f"winner {win.config.short()} {win.ms:.4g} ms (first reading {first[key]:.4g} ms)", True
+        return what + f"{win.config.short()} still leads on its first reading {win.rank_ms:.4g} ms, not confirmed", False
+    return what + f"winner {win.config.short()} {win.rank_ms:.4g} ms (first reading {first[key]:.4g} ms)", True
 
 
 WAVE_FILL_MIN = 0.95
@@ -300,8 +299,6 @@ smaller tile too (half_height_tile)."""
 def wave_fill(problem: Problem, block_m: int, block_n: int, programs: int) -> float:
     """The share of the persistent grid's tile slots that hold a tile: T tiles on
     ``programs`` SMs run in ceil(T / programs) waves, and the last one may be part-empty."""
-    from autokernel.config import _cdiv
-
     tiles = _cdiv(problem.m, block_m) * _cdiv(problem.n, block_n)
     return tiles / (_cdiv(tiles, programs) * programs) if tiles else 1.0  # no tiles: no empty slot
 
@@ -341,27 +338,22 @@ def _wave_priors(problem: Problem, space: SearchSpace, default: KernelConfig) ->
 
 def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
     """The default config of ``problem`` as the space writes it ("auto" made explicit)."""
-    from autokernel.config import default_config
-
     default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
     if default.variant == "auto":  # as api._plan_kernel resolves it: TMA where descriptors can be made
-        from autokernel.tuning.space import why_no_tma
-
         tma = space.tma and why_no_tma(problem) is None
         default = default.on_variant("tma" if tma else "grouped")
     return default
 
 
-def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history: Sequence[Observation],
+def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history: Sequence[Trial],
                  n: int) -> list[KernelConfig]:
     """Up to ``n`` of ``candidates`` that the space accepts, untried and unrepeated (a
     guard against a strategy that breaks its contract)."""
-    from autokernel.tuning.strategies.base import fresh
-
     return fresh((c for c in candidates if space.contains(c)), history, n)
 
 
-def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timing: str, limit: int = 3) -> list[KernelConfig]:
+def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorded] | None, *, device: str, timing: str,
+                  limit: int = 3) -> list[KernelConfig]:
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit), its tile on the other kernel where the space has both
     (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
@@ -369,10 +361,8 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
     flattened if the default's are not and the other way round, and the
     best configs of the nearest other problems of the same dtype in the history, on this
     device; and where the TMA tile's tiles fill the persistent grid's last wave poorly, the
-    tile half as tall (half_height_tile). Only those the space accepts."""
-    from autokernel.best import shape_distance
-    from autokernel.history import best_per_problem
-
+    tile half as tall (half_height_tile). Only those the space accepts. ``trials``: the
+    history (None: none)."""
     default = space_default(problem, space)
     base = [default]
     if space.tma and default.variant in ("tma", "grouped"):
@@ -396,21 +386,18 @@ def prior_configs(problem: Problem, space: SearchSpace, df, *, device: str, timi
 
     for config in base:
         add(config)
-    if df is not None and not df.empty:
-        best = best_per_problem(df)
-        best = best[(best["device"] == device) & (best["timing"] == timing) & (best["dtype"] == problem.dtype)]
+    if trials:
+        best = [t for t in best_per_problem(trials)
+                if t.device == device and t.timing == timing and t.problem.dtype == problem.dtype
+                and t.config_text is not None]  # a configless row (an old baseline) proposes nothing
 
-        def distance(row) -> float:
-            return shape_distance((int(row["M"]), int(row["N"]), int(row["K"])), (problem.m, problem.n, problem.k))
+        def distance(t: Recorded) -> float:
+            return shape_distance((t.problem.m, t.problem.n, t.problem.k), (problem.m, problem.n, problem.k))
 
-        best = best[best["config"].notna()]  # a configless row (an old baseline) proposes nothing
-        ranked = sorted((r for r in best.to_dict(orient="records")), key=distance)
         taken = 0  # from the history: only configs the space takes and that are new count toward limit
-        for row in ranked:
+        for t in sorted(best, key=distance):
             if taken >= limit:
                 break
-            try:
-                taken += add(KernelConfig.from_json(str(row["config"])))
-            except ValueError:
-                continue
+            if t.config is not None:  # a hand-edited config that is none proposes nothing either
+                taken += add(t.config)
     return out

@@ -383,7 +383,7 @@ class KeptProposals:
             "choices": {k: list(v) for k, v in space.choices.items()}, "smem": space.smem_limit, "tma": space.tma,
             "gpu": space.gpu, "programs": space.programs,
             "allowed": None if space.allowed is None else sorted(map(list, space.allowed)),
-            "history": [[o.config.model_dump(), o.status, o.ms] for o in history],
+            "history": [[t.config.model_dump(), t.status, t.rank_ms if t.timed else None] for t in history],
         }, sort_keys=True, default=str)
         key = hashlib.sha256(text.encode()).hexdigest()
         hit = self.store.get(key)

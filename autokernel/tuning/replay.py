@@ -11,54 +11,52 @@ configs the sweep holds.
 from __future__ import annotations
 
 import math
+import tempfile
 import warnings
 from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Sequence
 
 from autokernel.config import KernelConfig
-from autokernel.records import Trial
-from autokernel.records import Problem
+from autokernel.history import History
+from autokernel.records import Problem, Recorded, Trial
+from autokernel.tuning import loop
 from autokernel.tuning.evaluator import EvaluatorBase, OnTrial, mark_retimed
 from autokernel.tuning.space import GPU_CHOICES, INTERPRETER_CHOICES, SearchSpace, config_key
-from autokernel.tuning.strategies.base import problem_mask, problem_rows
+from autokernel.tuning.strategies import make_strategy
+from autokernel.tuning.strategies.base import problem_rows
 
 
 class ReplayEvaluator(EvaluatorBase):
     """An Evaluator that answers from a recorded sweep instead of running kernels."""
 
     def __init__(self, path: str | Path) -> None:
-        from autokernel.history import History
-
         self.path = Path(path)
         if not self.path.is_file():
             raise ValueError(f"replay file {self.path} does not exist")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a torn line in a sweep is one config fewer
-            self._df = History(self.path).read()
-        if self._df["config"].notna().sum() == 0:
+            self._recorded = History(self.path).trials()
+        if not any(t.config_text is not None for t in self._recorded):
             raise ValueError(f"replay file {self.path} holds no recorded trials: give a history CSV of a sweep")
         self._cache: dict[Problem, dict[tuple, Trial]] = {}
-        devices = self._df["device"].dropna().unique().tolist()
-        self.device = devices[0] if len(devices) == 1 else ", ".join(map(str, devices))
-        self.gpu = "interpreter" not in self._df["timing"].dropna().unique().tolist()
+        devices = list(dict.fromkeys(t.device for t in self._recorded if t.device is not None))
+        self.device = devices[0] if len(devices) == 1 else ", ".join(devices)
+        self.gpu = not any(t.timing == "interpreter" for t in self._recorded)
         self.timing = "replay"  # what the trials it answers are labelled: never mistaken for measurements
 
     def _trials(self, problem: Problem) -> dict[tuple, Trial]:
         if problem not in self._cache:
             table: dict[tuple, Trial] = {}
-            for config, row in problem_rows(self._df[self._df["timing"] != "replay"], problem):
-                table.setdefault(config_key(config), self._trial(problem, config, row, note="replayed"))
+            measured = [t for t in self._recorded if t.timing != "replay"]
+            for recorded in problem_rows(measured, problem):
+                table.setdefault(config_key(recorded.config), self._trial(recorded, note="replayed"))
             self._cache[problem] = table
         return self._cache[problem]
 
     def problems(self) -> list[Problem]:
         """The problems the sweep covers."""
-        from autokernel.history import PROBLEM_KEY
-
-        keys = self._df[self._df["config"].notna()][PROBLEM_KEY].drop_duplicates()
-        return [Problem(int(r.M), int(r.N), int(r.K), r.dtype, r.activation or "none", bool(r.bias), r.layout or "nn")
-                for r in keys.itertuples()]
+        return list(dict.fromkeys(t.problem for t in self._recorded if t.config_text is not None))
 
     def space(self, problem: Problem) -> SearchSpace:
         """The space of the sweep: exactly the configs it recorded for ``problem``."""
@@ -77,18 +75,17 @@ class ReplayEvaluator(EvaluatorBase):
     def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial | None:
         """The sweep's cuBLAS (kernel "torch") trial of ``problem``, if it recorded one
         (recorded already: ``on_trial`` is not called)."""
-        from autokernel.history import to_records
-
-        rows = to_records(self._df[problem_mask(self._df, problem) & (self._df["kernel"] == "torch")])
+        rows = [t for t in self._recorded if t.problem == problem and t.kernel == "torch"]
         if not rows:
             return None
-        return self._trial(problem, None, rows[-1], kernel="torch")
+        return self._trial(rows[-1])
 
-    def _trial(self, problem: Problem, config: KernelConfig | None, row: dict, **fields) -> Trial:
+    def _trial(self, recorded: Recorded, **fields) -> Trial:
         """The Trial a recorded history row stands for, labelled as replayed timing."""
-        return Trial(problem, config, str(row["status"]), ms=row["ms"], p20=row["ms_p20"], p80=row["ms_p80"],
-                     tflops=row["tflops"], rel_error=row["rel_error"], max_abs_diff=row["max_abs_diff"],
-                     timing=self.timing, error=row["error"], gpu_ms=row["gpu_ms"], **fields)
+        return Trial(recorded.problem, recorded.config, recorded.status, kernel=recorded.kernel, ms=recorded.ms,
+                     p20=recorded.p20, p80=recorded.p80, tflops=recorded.tflops, rel_error=recorded.rel_error,
+                     max_abs_diff=recorded.max_abs_diff, timing=self.timing, error=recorded.error,
+                     gpu_ms=recorded.gpu_ms, **fields)
 
     def evaluate(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
         table = self._trials(problem)
@@ -135,12 +132,6 @@ def compare_strategies(path: str | Path, strategies: Sequence[str], seeds: Seque
     tuning run needed to reach ``fraction`` of the sweep's exhaustive best throughput,
     within ``budget`` trials (None: not reached). With ``prior`` the run tries the default
     config first, as ``autokernel tune`` does; without, the strategy alone proposes."""
-    import tempfile
-
-    from autokernel.history import History
-    from autokernel.tuning import loop
-    from autokernel.tuning.strategies import make_strategy
-
     replay = ReplayEvaluator(path)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from autokernel.history import History, new_run_id, resolve_history_path, trial_row
 from autokernel.records import Problem, Trial
-from autokernel.tuning import fleet
+from autokernel.tuning import fleet, loop
 from autokernel.tuning.fleet import Device, Job, SharedStore, Slot
+from autokernel.tuning.loop import StopRules, TuneResult
 from autokernel.tuning.protocols import Evaluator
 
 if TYPE_CHECKING:
-    from autokernel.tuning.loop import StopRules, TuneResult
     from autokernel.tuning.strategies.base import Strategy
 
 
@@ -43,7 +44,7 @@ class TuneOutcome:
 
     problem: Problem
     device: str
-    result: "TuneResult"
+    result: TuneResult
     baseline: Trial | None
     space_size: int
     reused: int = 0
@@ -86,7 +87,7 @@ def tune(
     generations: int = 5,
     per_generation: int = 8,
     seed: int | None = None,
-    stop: "StopRules | None" = None,
+    stop: StopRules | None = None,
     replay: str | Path | None = None,
     cache: bool = True,
     model: str | None = None,
@@ -124,9 +125,6 @@ def tune(
     sweep lacks, no GPU); KeyboardInterrupt passes through once every evaluator is closed,
     every trial finished before it on disk.
     """
-    from autokernel.history import History, new_run_id, resolve_history_path
-    from autokernel.tuning.loop import StopRules
-
     hooks = hooks or Hooks()
     stop = stop or StopRules()
     if generations < 1 or per_generation < 1:
@@ -158,7 +156,7 @@ def tune(
         several = len(slots) > 1 or cluster is not None
         # Side by side, problems take their prior configs from the history as it stood at the
         # start: which problem finishes first must not change what another one tries.
-        snapshot = store.read() if several else None
+        snapshot = store.trials() if several else None
         tuner = _Tuner(generations, per_generation, stop, make_strategy, shared, run_id, command, hooks, snapshot)
 
         def may_start(job: Job) -> bool:
@@ -212,15 +210,12 @@ class _Tuner:
         self.hooks, self.snapshot = hooks, snapshot
 
     def one(self, slot: Slot, problem: Problem, time_left: float | None) -> TuneOutcome:
-        from autokernel.history import make_row
-        from autokernel.tuning import loop
-
         evaluator, device, timing = slot.evaluator, slot.device_name, slot.timing
         stop = self.stop if time_left is None else dataclasses.replace(self.stop, time_budget_s=time_left)
         strategy = self.make_strategy()
         space = evaluator.space(problem)
-        df = self.snapshot if self.snapshot is not None else self.store.read()
-        seeds = loop.prior_configs(problem, space, df, device=device, timing=timing)
+        trials = self.snapshot if self.snapshot is not None else self.store.trials()
+        seeds = loop.prior_configs(problem, space, trials, device=device, timing=timing)
         total = self.generations * self.per_generation
         if stop.max_trials is not None:
             total = min(total, stop.max_trials)
@@ -238,9 +233,8 @@ class _Tuner:
             self.hooks.warn(whose + event)
         # cuBLAS (torch) on the same problem: measured now in the timing worker (gpu_ms, like
         # the candidates') and recorded, or, when replaying, the sweep's own torch row.
-        baseline = evaluator.baseline(problem, on_trial=lambda t: self.store.append(make_row(
-            self.command, t.problem, t.config, status=t.status, run_id=self.run_id, name="torch", device=device,
-            **t.history_fields())))
+        baseline = evaluator.baseline(problem, on_trial=lambda t: self.store.append(trial_row(
+            self.command, t, run_id=self.run_id, name="torch", device=device)))
         reused = evaluator.reused - counted[0]
         measured = evaluator.measured - counted[1]
         if reused:

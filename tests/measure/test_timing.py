@@ -68,8 +68,8 @@ def test_evaluate_success_with_real_timer():
     assert trial.status == "success" and trial.error is None
     assert trial.timing == "interpreter" and trial.ms > 0 and trial.tflops > 0
     assert trial.rel_error < 1e-2
-    fields = trial.history_fields()
-    assert fields["kernel"] == "triton" and fields["ms_p20"] == trial.p20
+    fields = trial.to_row()
+    assert fields["kernel"] == "triton" and fields["ms_p20"] == trial.p20 and fields["M"] == 24
 
 
 @pytest.mark.parametrize(

@@ -142,8 +142,7 @@ def test_best_per_problem_keeps_fastest_success_per_problem_and_timing(tmp_path:
         _row(0.1, timing="interpreter"),
         _row(2.0, m=128, timing="gpu"),
     ])
-    best = best_per_problem(h.read())
-    got = sorted(zip(best["M"], best["timing"], best["ms"]))
+    got = sorted((t.problem.m, t.timing, t.ms) for t in best_per_problem(h.trials()))
     assert got == [(64, "gpu", 1.0), (64, "interpreter", 0.1), (128, "gpu", 2.0)]
 
 
@@ -168,8 +167,8 @@ def test_best_per_problem_is_ours_per_device(tmp_path):
         make_row("bench", p, status="success", run_id="r", kernel="triton_autograd", ms=0.1, timing="gpu",
                  device="H100"),
     ])
-    best = best_per_problem(h.read())
-    assert sorted(zip(best["device"], best["ms"])) == [("H100", 1.2), ("H200", 0.9)]
+    best = best_per_problem(h.trials())
+    assert sorted((t.device, t.ms) for t in best) == [("H100", 1.2), ("H200", 0.9)]
 
 
 def test_best_per_problem_ranks_by_gpu_time_where_measured(tmp_path):
@@ -177,5 +176,5 @@ def test_best_per_problem_ranks_by_gpu_time_where_measured(tmp_path):
     h = History(tmp_path / "h.csv")
     h.append_many([make_row("tune", p, status="success", run_id="r", ms=ms, gpu_ms=gpu_ms, timing="gpu", device="H100")
                    for ms, gpu_ms in ((1.0, 0.9), (1.1, 0.6), (0.8, None))])
-    (best,) = best_per_problem(h.read()).to_dict(orient="records")
-    assert (best["ms"], best["gpu_ms"]) == (1.1, 0.6)  # as Trial.rank_ms ranks: the tuner's winner
+    (best,) = best_per_problem(h.trials())
+    assert (best.ms, best.gpu_ms) == (1.1, 0.6)  # as Trial.rank_ms ranks: the tuner's winner

@@ -15,9 +15,9 @@ import pytest
 from tests.tuning.llm_server import LLMServer, Reply, config_reply
 
 from autokernel.history import History, make_row, new_run_id
-from autokernel.records import Problem
+from autokernel.records import Problem, Trial
 from autokernel.tuning.space import SearchSpace, config_key
-from autokernel.tuning.strategies.base import Observation, fresh
+from autokernel.tuning.strategies.base import fresh
 from autokernel.tuning.strategies import llm as llm_module
 from autokernel.tuning.strategies.llm import (
     GIVE_UP_AFTER, AutoStrategy, LLMStrategy, check_reply, make_llm_strategy, scrub,
@@ -57,8 +57,9 @@ def space():
 @pytest.fixture
 def history(space):
     c = space.configs()
-    return [Observation(c[0], "success", 0.5), Observation(c[1], "success", 0.25),
-            Observation(c[2], "out_of_resources", error="OutOfResources: shared memory, Required: 999")]
+    p = space.problem
+    return [Trial(p, c[0], "success", ms=0.5), Trial(p, c[1], "success", ms=0.25),
+            Trial(p, c[2], "out_of_resources", error="OutOfResources: shared memory, Required: 999")]
 
 
 @pytest.fixture
@@ -315,7 +316,7 @@ def test_auto_seeds_tpe_with_the_llm_then_hands_over(space, history, new):
         auto = AutoStrategy(tpe, llm(server, fallback=tpe), llm_generations=1)
         first = auto.propose(space, history, 2)
         assert first == new[3:5] and auto.notes and auto.last_stats["fallback"] == 0
-        seeded = history + [Observation(c, "success", 0.1) for c in first]
+        seeded = history + [Trial(space.problem, c, "success", ms=0.1) for c in first]
         second = auto.propose(space, seeded, 2)
     assert second == fresh(iter(space), seeded, 2) and tpe.calls == 1
     assert auto.notes == {} and len(server.chat_requests()) == 1
@@ -347,7 +348,7 @@ def test_the_prompt_states_a_gpu_space_rules_and_a_replayed_sweep():
     sweep = full.configs()[:5]
     space = SearchSpace(full.problem, full.choices, full.smem_limit, True, gpu=True,
                         allowed=frozenset(config_key(c) for c in sweep))
-    prompt = user_prompt(space, [Observation(sweep[0], "success", 1.0)], 2, Device.current(space))
+    prompt = user_prompt(space, [Trial(space.problem, sweep[0], "success", ms=1.0)], 2, Device.current(space))
     assert "shared memory per program: 232448 bytes" in prompt
     assert ("* 2 bytes, plus block_m*block_n*2 / epilogue_subtile bytes unless variant is \"grouped\", "
             "must be <= 232448") in prompt

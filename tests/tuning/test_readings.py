@@ -157,7 +157,8 @@ def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
 
 def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
     from autokernel.tuning.readings import KeptProposals, proposal_store
-    from autokernel.tuning.strategies import Observation, make_strategy
+    from autokernel.records import Trial
+    from autokernel.tuning.strategies import make_strategy
 
     from tests.helpers import interpreter_space
 
@@ -172,14 +173,14 @@ def test_kept_proposals_come_back_for_the_same_space_and_history_only(tmp_path):
             return self.inner.propose(space, history, n)
 
     space = interpreter_space(P)
-    history = [Observation(A, "success", 1.0)]
+    history = [Trial(P, A, "success", ms=1.0)]
     first = Counting()
     proposed = KeptProposals(first, 3, proposal_store(tmp_path)).propose(space, history, 4)
     again = Counting()
     wrapped = KeptProposals(again, 3, proposal_store(tmp_path))  # a new run: reads the file
     assert wrapped.propose(space, history, 4) == proposed and again.calls == 0 and wrapped.reused == 1
     assert wrapped.name == "random" and wrapped.notes == {"kept": "attr"}  # the strategy's own attributes
-    wrapped.propose(space, [Observation(A, "success", 2.0)], 4)  # another reading: worked out anew
+    wrapped.propose(space, [Trial(P, A, "success", ms=2.0)], 4)  # another reading: worked out anew
     wrapped.propose(space, history, 3)
     assert again.calls == 2
     other_seed = Counting()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from autokernel import evaluate as ev
 from autokernel.config import KernelConfig
 from autokernel.evaluate import Trial
-from autokernel.history import History, best_per_problem, drop_superseded
+from autokernel.history import History, as_read, best_per_problem, drop_superseded
 from autokernel.records import Problem
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
@@ -67,26 +66,25 @@ def test_drop_superseded_with_missing_run_ids_still_supersedes():
     """history.py:374: with pandas 3 ``astype(str)`` keeps NaN; transform("last") of an
     all-missing group is NaN and ``run == NaN`` is False everywhere, so nothing is
     superseded: the lucky first reading (0.5) is the best again."""
-    df = pd.DataFrame([row(CFG, 0.5, run=None)] + [row(CFG, ms, "re-timed", run=None) for ms in (1.0, 2.0, 3.0)])
-    kept = drop_superseded(df)
-    assert kept["gpu_ms"].tolist() == [2.0]
-    assert best_per_problem(df)["gpu_ms"].iloc[0] == 2.0
+    trials = as_read([row(CFG, 0.5, run=None)] + [row(CFG, ms, "re-timed", run=None) for ms in (1.0, 2.0, 3.0)])
+    assert [t.gpu_ms for t in drop_superseded(trials)] == [2.0]
+    assert best_per_problem(trials)[0].gpu_ms == 2.0
 
 
 def test_drop_superseded_does_not_pool_an_older_runs_re_times():
     """The shipped test of 'not pooled' passes with the latest-run filter removed (pooled
     upper middle 1.1 also loses to 1.06). Here pooling gives a 1.0 (0.5, 0.5, 1.0, 1.1,
     1.2), the latest run alone 1.1: b (1.05) must win."""
-    runs = pd.DataFrame([row(CFG, 0.5, "re-timed", run="old")] * 2
-                        + [row(CFG, ms, "re-timed") for ms in (1.0, 1.1, 1.2)]
-                        + [row(OTHER, 1.05, "re-timed")])
-    best = best_per_problem(runs)
-    assert best["config"].iloc[0] == OTHER
+    runs = as_read([row(CFG, 0.5, "re-timed", run="old")] * 2
+                   + [row(CFG, ms, "re-timed") for ms in (1.0, 1.1, 1.2)]
+                   + [row(OTHER, 1.05, "re-timed")])
+    (best,) = best_per_problem(runs)
+    assert best.config_text == OTHER
 
 
 def test_drop_superseded_latest_run_is_write_order_not_name_order():
-    df = pd.DataFrame([row(CFG, 0.5, "re-timed", run="z-older"), row(CFG, 2.0, "re-timed", run="a-newer")])
-    assert drop_superseded(df)["gpu_ms"].tolist() == [2.0]
+    trials = as_read([row(CFG, 0.5, "re-timed", run="z-older"), row(CFG, 2.0, "re-timed", run="a-newer")])
+    assert [t.gpu_ms for t in drop_superseded(trials)] == [2.0]
 
 
 # --- 3. a lost confirmation batch is reported as a confirmed winner -------------------------
@@ -148,8 +146,7 @@ def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
                            variant="tma")
         rows.append(make_row("tune", Problem(m, n, 4096, "float16"), cfg, status="success", run_id="r",
                              device="H100", timing="gpu", ms=1.0 + i, name="triton"))
-    df = pd.DataFrame(rows)
-    seeds = loop.prior_configs(problem, space, df, device="H100", timing="gpu", limit=2)
+    seeds = loop.prior_configs(problem, space, as_read(rows), device="H100", timing="gpu", limit=2)
     default = loop.space_default(problem, space)
     assert seeds[:3] == [default, default.on_variant("grouped"), default.model_copy(update={"flatten": False})]
     assert len(seeds) == 5  # still `limit` configs from the history
@@ -198,7 +195,7 @@ def test_prior_configs_count_only_history_configs_the_space_takes():
     configs = [too_big, default, *good]  # nearest first
     rows = [make_row("tune", Problem(1024 * (i + 1), 4096, 4096, "float16"), cfg, status="success", run_id="r",
                      device="H100", timing="gpu", ms=1.0, name="triton") for i, cfg in enumerate(configs)]
-    seeds = loop.prior_configs(problem, space, pd.DataFrame(rows), device="H100", timing="gpu", limit=2)
+    seeds = loop.prior_configs(problem, space, as_read(rows), device="H100", timing="gpu", limit=2)
     assert seeds[3:] == [space.canonical(c) for c in good]
     assert len(set(map(str, seeds))) == len(seeds)
 
@@ -246,7 +243,7 @@ def test_the_half_height_tile_stands_beside_the_leaders(tmp_path):
     from dataclasses import replace
 
     from autokernel.evaluate import Trial
-    from autokernel.history import History, is_retimed, make_row
+    from autokernel.history import History, is_retimed, make_row, trial_row
     from autokernel.tuning.evaluator import mark_retimed
     from tests.helpers import gpu_space
 
@@ -271,8 +268,7 @@ def test_the_half_height_tile_stands_beside_the_leaders(tmp_path):
                 on_trial(mark_retimed(Trial(problem, config, "success", ms=ms, gpu_ms=ms, timing="gpu")))
 
     def record(trial, new=True):
-        store.append(make_row("tune", problem, trial.config, status=trial.status, run_id="r2", device="H100",
-                              name="triton", **trial.history_fields()))
+        store.append(trial_row("tune", trial, run_id="r2", device="H100", name="triton"))
 
     line, confirmed = loop._confirm_leaders(problem, space, store, Race(), record, device="H100", timing="gpu")
     df = store.read()

@@ -8,11 +8,11 @@ import pytest
 
 from autokernel.config import KernelConfig
 from autokernel.history import History
-from autokernel.records import Problem
+from autokernel.records import Problem, Trial
 from autokernel.tuning import loop
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.space import SearchSpace, config_key
-from autokernel.tuning.strategies import Observation, StrategyBase, make_strategy
+from autokernel.tuning.strategies import StrategyBase, make_strategy
 
 from tests.helpers import BIG_SHAPE, gpu_space
 
@@ -54,7 +54,7 @@ def test_interpreter_space_is_small_and_valid() -> None:
 def test_strategy_proposes_valid_unique_untried_configs(name: str) -> None:
     space = gpu_space()
     strategy = make_strategy(name, seed=3)
-    history: list[Observation] = []
+    history: list[Trial] = []
     rng = random.Random(0)
     for _ in range(4):
         proposed = strategy.propose(space, history, 6)
@@ -63,14 +63,14 @@ def test_strategy_proposes_valid_unique_untried_configs(name: str) -> None:
         assert len(set(keys)) == 6, "duplicates within one proposal"
         assert not set(keys) & {config_key(o.config) for o in history}, "re-proposed a tried config"
         assert all(space.contains(c) for c in proposed)
-        history += [Observation(c, "success", rng.uniform(0.1, 1.0)) if i % 5 else Observation(c, "compile_error")
-                    for i, c in enumerate(proposed)]
+        history += [Trial(space.problem, c, "success", ms=rng.uniform(0.1, 1.0)) if i % 5
+                    else Trial(space.problem, c, "compile_error") for i, c in enumerate(proposed)]
 
 
 @pytest.mark.parametrize("name", ["random", "optuna"])
 def test_seeded_strategies_repeat_themselves(name: str) -> None:
     space = gpu_space()
-    hist = [Observation(c, "success", 0.1 * (i + 1)) for i, c in enumerate(space.configs()[:10])]
+    hist = [Trial(space.problem, c, "success", ms=0.1 * (i + 1)) for i, c in enumerate(space.configs()[:10])]
     first = make_strategy(name, seed=7).propose(space, hist, 8)
     again = make_strategy(name, seed=7).propose(space, hist, 8)
     other = make_strategy(name, seed=8).propose(space, hist, 8)
@@ -81,7 +81,7 @@ def test_seeded_strategies_repeat_themselves(name: str) -> None:
 def test_strategies_stop_when_the_space_is_exhausted() -> None:
     space = SearchSpace.for_problem(Problem(16, 16, 16))
     everything = space.configs()
-    hist = [Observation(c, "success", 1.0) for c in everything[:-2]]
+    hist = [Trial(space.problem, c, "success", ms=1.0) for c in everything[:-2]]
     for name in ("grid", "random", "optuna"):
         proposed = make_strategy(name, seed=1).propose(space, hist, 5)
         assert {config_key(c) for c in proposed} == {config_key(c) for c in everything[-2:]}
@@ -90,7 +90,7 @@ def test_strategies_stop_when_the_space_is_exhausted() -> None:
 def _tune(replay: ReplayEvaluator, store: History, problem: Problem, name: str, seed: int, generations: int = 3,
           stop: loop.StopRules | None = None):
     space = replay.space(problem)
-    seeds = loop.prior_configs(problem, space, store.read(), device=replay.device, timing=replay.timing)
+    seeds = loop.prior_configs(problem, space, store.trials(), device=replay.device, timing=replay.timing)
     return loop.tune(problem, strategy=make_strategy(name, seed=seed), evaluator=replay, store=store, space=space,
                      generations=generations, per_generation=8, run_id="t", device=replay.device,
                      timing=replay.timing, seeds=seeds, stop=stop)
@@ -101,7 +101,7 @@ def test_replay_gives_the_same_answer_twice_with_one_seed(sweep, tmp_path) -> No
     runs = []
     for i in range(2):
         result = _tune(replay, History(tmp_path / f"h{i}.csv"), BIG, "optuna", seed=11)
-        runs.append(([config_key(t.config) for t in result.trials], result.best.ms))
+        runs.append(([config_key(t.config) for t in result.trials], result.best.rank_ms))
     assert runs[0] == runs[1]
     assert len(runs[0][0]) == 24
     exhaustive = replay.best(BIG)
@@ -120,7 +120,7 @@ def test_a_second_run_continues_where_the_first_stopped(sweep, tmp_path) -> None
     fresh = df[~df["note"].fillna("").str.endswith("re-timed")]  # a far-ahead winner may be measured again
     assert len(fresh) == 32
     assert fresh["config"].nunique() == 32  # the second run re-tried nothing
-    assert second.best.ms <= first.best.ms
+    assert second.best.rank_ms <= first.best.rank_ms
 
 
 def test_first_generation_tries_the_default_and_other_problems_best(sweep, tmp_path) -> None:
@@ -132,8 +132,8 @@ def test_first_generation_tries_the_default_and_other_problems_best(sweep, tmp_p
     default = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3, variant="tma",
                            flatten=True)
     assert config_key(result.trials[0].config) == config_key(default)
-    other_best = min((o for o in loop.observations(store.read(), other, device=replay.device, timing="replay") if o.ok),
-                     key=lambda o: o.ms).config
+    other_best = min((t for t in loop.observations(store.trials(), other, device=replay.device, timing="replay")
+                      if t.timed), key=lambda t: t.rank_ms).config
     # The priors come first: the default, its tile on the other kernel, not flattened, at half height
     # (where that fills the last wave better), then the other problems' best unless already there.
     assert config_key(other_best) in {config_key(t.config) for t in result.trials[:5]}
@@ -188,10 +188,10 @@ def test_a_lucky_winner_is_retimed_and_the_new_figure_counts(sweep, tmp_path) ->
     lucky = [t for t in result.trials if t.note == "lucky"]
     assert lucky, "the default config (128x256) is tried first"
     assert "re-timed" in result.confirmation and not result.events  # confirmed: a note, no warning
-    assert result.best.ms > lucky[0].gpu_ms * 2  # the honest figure, not the lucky one
+    assert result.best.rank_ms > lucky[0].gpu_ms * 2  # the honest figure, not the lucky one
     df = store.read()
     assert df["note"].fillna("").str.endswith("re-timed").sum() == loop.CONFIRM_LEADERS * loop.CONFIRM_REPEATS
-    assert best_per_problem(df)["gpu_ms"].iloc[0] == pytest.approx(result.best.ms)
+    assert best_per_problem(store.trials())[0].gpu_ms == pytest.approx(result.best.rank_ms)
 
 
 def test_confirmation_goes_on_until_a_re_timed_config_leads(sweep, tmp_path) -> None:
@@ -227,7 +227,7 @@ def test_confirmation_goes_on_until_a_re_timed_config_leads(sweep, tmp_path) -> 
     store = History(tmp_path / "h.csv")
     result = _tune(replay, store, BIG, "random", seed=3, generations=1)
     assert 2 * loop.CONFIRM_REPEATS <= replay.batches <= loop.CONFIRM_ROUNDS * loop.CONFIRM_REPEATS
-    assert is_retimed(result.best.row["note"])
+    assert is_retimed(result.best.note)
     df = store.read()
     retimed = df[df["note"].fillna("").str.endswith("re-timed")]
     default = loop.space_default(BIG, replay.space(BIG))
@@ -265,17 +265,15 @@ def test_one_lucky_re_timed_reading_does_not_decide(sweep, tmp_path) -> None:
     assert [sorted(o) for o in replay.orders[:loop.CONFIRM_REPEATS]] == [sorted(first)] * loop.CONFIRM_REPEATS
     assert replay.orders[1] == first[1:] + first[:1]  # interleaved: each round starts one config later
     assert result.best.config == honest.best.config
-    assert result.best.ms == pytest.approx(honest.best.ms)
-    assert best_per_problem(store.read())["gpu_ms"].iloc[0] == pytest.approx(honest.best.ms)
+    assert result.best.rank_ms == pytest.approx(honest.best.rank_ms)
+    assert best_per_problem(store.trials())[0].gpu_ms == pytest.approx(honest.best.rank_ms)
 
 
 def test_drop_superseded_keeps_the_median_re_timed_row() -> None:
     """Of a config's re-timed rows of the latest run that re-timed it the median one stays
     (failures rank last; the upper middle of an even count); rows of other configs and
     problems are untouched; an older run's re-times are not pooled in."""
-    import pandas as pd
-
-    from autokernel.history import best_per_problem, drop_superseded
+    from autokernel.history import as_read, best_per_problem, drop_superseded
 
     cfg = KernelConfig(block_m=64, block_n=64, block_k=32).to_json()
     other = KernelConfig(block_m=32, block_n=64, block_k=32).to_json()
@@ -285,23 +283,26 @@ def test_drop_superseded_keeps_the_median_re_timed_row() -> None:
     def row(config, gpu_ms, note=None, status="success", m=64, run="new"):
         return dict(base, M=m, config=config, gpu_ms=gpu_ms, ms=gpu_ms, status=status, note=note, run_id=run)
 
-    df = pd.DataFrame([
+    def times(trials, config):
+        return [t.gpu_ms for t in trials if t.config_text == config]
+
+    rows = [
         row(cfg, 0.5),  # a first reading: superseded
         row(cfg, 1.0, "re-timed"), row(cfg, 3.0, "re-timed"), row(cfg, 2.0, "re-timed"),
         row(other, 1.0, "re-timed"), row(other, 1.5, "re-timed"),  # even: the upper middle
         row(cfg, 9.0, m=128),  # another problem
-    ])
-    kept = drop_superseded(df)
-    assert sorted(kept[kept["config"] == cfg]["gpu_ms"].tolist()) == [2.0, 9.0]
-    assert kept[kept["config"] == other]["gpu_ms"].tolist() == [1.5]
-    failing = pd.concat([df, pd.DataFrame([row(other, None, "re-timed", status="runtime_error")])], ignore_index=True)
-    assert drop_superseded(failing).query("config == @other")["gpu_ms"].tolist() == [1.5]  # 1.0, 1.5, failed
+    ]
+    kept = drop_superseded(as_read(rows))
+    assert sorted(times(kept, cfg)) == [2.0, 9.0]
+    assert times(kept, other) == [1.5]
+    failing = as_read(rows + [row(other, None, "re-timed", status="runtime_error")])
+    assert times(drop_superseded(failing), other) == [1.5]  # 1.0, 1.5, failed
     # An earlier run's lucky re-time is not pooled with this run's: B (median 1.06) beats A (1.1).
     a, b = cfg, other
-    runs = pd.DataFrame([row(a, 0.5, "re-timed", run="old")] + [row(a, ms, "re-timed") for ms in (1.0, 1.1, 1.2)]
-                        + [row(b, ms, "re-timed") for ms in (1.05, 1.06, 1.07)])
-    best = best_per_problem(runs)
-    assert best["config"].iloc[0] == b and best["gpu_ms"].iloc[0] == pytest.approx(1.06)
+    runs = as_read([row(a, 0.5, "re-timed", run="old")] + [row(a, ms, "re-timed") for ms in (1.0, 1.1, 1.2)]
+                   + [row(b, ms, "re-timed") for ms in (1.05, 1.06, 1.07)])
+    (best,) = best_per_problem(runs)
+    assert best.config_text == b and best.gpu_ms == pytest.approx(1.06)
 
 
 def test_the_reported_winner_is_the_retimed_figure(sweep, tmp_path) -> None:
@@ -325,7 +326,7 @@ def test_the_reported_winner_is_the_retimed_figure(sweep, tmp_path) -> None:
 
     result = _tune(Lucky(sweep), History(tmp_path / "h.csv"), BIG, "random", seed=1, generations=1)
     best = _best_trial(result)
-    assert best["rank_ms"] == pytest.approx(result.best.ms) and best["gpu_ms"] == pytest.approx(result.best.ms)
+    assert best["rank_ms"] == pytest.approx(result.best.rank_ms) and best["gpu_ms"] == pytest.approx(result.best.rank_ms)
     assert best["ms"] > best["gpu_ms"] / 2  # the honest event-timer figure came with it
 
 
@@ -340,10 +341,10 @@ def test_a_failed_retime_supersedes_in_export_too(tmp_path) -> None:
             make_row("tune", p, a, status="timeout", run_id="r", timing="gpu", device="GPU X", note="re-timed")]
     store = History(tmp_path / "h.csv")
     store.append_many(rows)
-    df = store.read()
-    assert best_per_problem(df)["gpu_ms"].tolist() == [0.05]
-    assert [e.config for e in export(df, device="GPU X").entries] == [b]
-    assert loop.best_of(loop.observations(df, p, device="GPU X", timing="gpu")).config == b
+    trials = store.trials()
+    assert [t.gpu_ms for t in best_per_problem(trials)] == [0.05]
+    assert [e.config for e in export(trials, device="GPU X").entries] == [b]
+    assert loop.best_of(loop.observations(trials, p, device="GPU X", timing="gpu")).config == b
 
 
 def test_patience_stops_a_problem_where_everything_fails(tmp_path) -> None:
@@ -365,7 +366,7 @@ def test_prior_configs_skip_rows_without_a_config(sweep, tmp_path) -> None:
     store.append(make_row("bench", Problem(2048, 2048, 2048), None, status="success", run_id="r", name="triton",
                           device="Synthetic GPU", ms=0.1, timing="replay"))
     replay = ReplayEvaluator(sweep)
-    seeds = loop.prior_configs(BIG, replay.space(BIG), store.read(), device="Synthetic GPU", timing="replay")
+    seeds = loop.prior_configs(BIG, replay.space(BIG), store.trials(), device="Synthetic GPU", timing="replay")
     assert seeds and all(isinstance(c, KernelConfig) for c in seeds)
 
 
@@ -390,11 +391,11 @@ def test_a_retime_supersedes_rows_written_before_a_config_field_existed(tmp_path
             make_row("loop", p, a, status="success", ms=0.20, gpu_ms=0.20, note="re-timed", **common)]
     store = History(tmp_path / "h.csv")
     store.append_many(rows)
-    df = store.read()
-    tuner = loop.best_of(loop.observations(df, p, device="GPU X", timing="gpu"))
+    trials = store.trials()
+    tuner = loop.best_of(loop.observations(trials, p, device="GPU X", timing="gpu"))
     assert tuner.config == b  # the tuner: a was superseded by its re-time
-    assert best_per_problem(df)["gpu_ms"].tolist() == [0.15]
-    assert [e.config for e in export(df, device="GPU X").entries] == [b]
+    assert [t.gpu_ms for t in best_per_problem(trials)] == [0.15]
+    assert [e.config for e in export(trials, device="GPU X").entries] == [b]
 
 
 def test_the_default_stands_beside_the_leaders_on_a_skinny_shape(tmp_path) -> None:
@@ -439,7 +440,7 @@ def test_the_winner_is_a_retimed_reading_when_re_times_run_slower(sweep, tmp_pat
         store = History(tmp_path / f"h{seed}.csv")
         result = _tune(Drift(sweep), store, BIG, "optuna", seed=seed, generations=8)
         event = result.confirmation
-        assert is_retimed(result.best.row["note"]) != ("not confirmed" in event), event
+        assert is_retimed(result.best.note) != ("not confirmed" in event), event
         assert (event in result.events) == ("not confirmed" in event)  # a leader left unconfirmed warns
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from autokernel.tuning.strategies.base import Observation, Strategy, StrategyBase, observations
+    from autokernel.tuning.strategies.base import Strategy, StrategyBase, observations
 
 StrategyFactory = Callable[..., "Strategy"]
 
@@ -60,7 +60,7 @@ def make_strategy(name: str, *, seed: int | None = None, **options: Any) -> "Str
     return factory(seed=seed, **options)
 
 
-_FROM_BASE = ("Observation", "Strategy", "StrategyBase", "observations")
+_FROM_BASE = ("Strategy", "StrategyBase", "observations")
 
 
 def __getattr__(name: str) -> Any:
@@ -73,5 +73,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'autokernel.tuning.strategies' has no attribute {name!r}")
 
 
-__all__ = ["STRATEGIES", "Observation", "Strategy", "StrategyBase", "make_strategy", "observations",
+__all__ = ["STRATEGIES", "Strategy", "StrategyBase", "make_strategy", "observations",
            "register_strategy"]

@@ -1,40 +1,21 @@
-"""The one protocol every strategy follows, and what it reads: the problem's trials so far."""
+"""The one protocol every strategy follows, and what it reads: the problem's trials so far.
+
+A strategy reads the history as Trials (records.Trial): those read back from the file are
+records.Recorded, those measured this run plain Trials, and a config proposed but not yet
+measured is a Trial of status "pending". ``Trial.timed`` says whether one ranks, by
+``rank_ms``.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from abc import ABC, abstractmethod
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from autokernel.config import ConfigError, KernelConfig
+from autokernel.config import KernelConfig
+from autokernel.history import drop_superseded, is_retimed
+from autokernel.records import Problem, Recorded, Trial
 from autokernel.tuning.space import SearchSpace, config_key
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from autokernel.records import Problem
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One finished trial of a config, as a strategy sees it.
-
-    ``ms`` is the ranking time (GPU time where it was measured, else the timer's median);
-    None unless ``status`` is "success". ``error`` says why a failed trial failed.
-    """
-
-    config: KernelConfig
-    status: str
-    ms: float | None = None
-    error: str | None = None
-    row: dict | None = field(default=None, compare=False, repr=False)
-    """The history row it was read from (observations()), for the figures beside ``ms``."""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success" and self.ms is not None
 
 
 @runtime_checkable
@@ -60,7 +41,7 @@ class Strategy(Protocol):
     notes: Mapping[tuple, str]
     last_stats: Mapping[str, Any] | None
 
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]: ...
 
 
 class StrategyBase(ABC):
@@ -75,76 +56,50 @@ class StrategyBase(ABC):
     last_stats: Mapping[str, Any] | None = None
 
     @abstractmethod
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]: ...
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]: ...
 
 
-def problem_mask(df: "pd.DataFrame", problem: "Problem") -> "pd.Series":
-    """The rows of a history frame that measured ``problem`` (any kernel)."""
-    return (
-        (df["M"] == problem.m) & (df["N"] == problem.n) & (df["K"] == problem.k)
-        & (df["dtype"] == problem.dtype) & (df["activation"].fillna("none") == problem.activation)
-        & (df["bias"].fillna(False) == problem.bias) & (df["layout"].fillna("nn") == problem.layout)
-    )
+def pending(problem: Problem, configs: Sequence[KernelConfig]) -> list[Trial]:
+    """``configs`` as trials proposed but not yet measured (status "pending")."""
+    return [Trial(problem, c, "pending") for c in configs]
 
 
-def problem_rows(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
-                 timing: str | None = None) -> list[tuple[KernelConfig, dict]]:
-    """(config, row) for the Triton trials of ``problem`` in a history frame, oldest first,
-    filtered to ``device`` and ``timing`` when given (never mix GPUs or the interpreter).
-    Rows whose config does not parse are skipped."""
-    if df.empty:
-        return []
-    sel = problem_mask(df, problem) & (df["kernel"].fillna("triton") == "triton") & df["config"].notna()
-    if device is not None:
-        sel &= df["device"] == device
-    if timing is not None:
-        sel &= df["timing"] == timing
-    from autokernel.history import to_records
-
-    out = []
-    for row in to_records(df[sel]):
-        try:
-            config = KernelConfig.from_dict(json.loads(row["config"]))
-        except (ConfigError, ValueError, TypeError):
-            continue
-        out.append((config, row))
-    return out
+def problem_rows(trials: Sequence[Recorded], problem: Problem, *, device: str | None = None,
+                 timing: str | None = None) -> list[Recorded]:
+    """The Triton trials of ``problem`` in the history, oldest first, filtered to ``device``
+    and ``timing`` when given (never mix GPUs or the interpreter). Rows whose config does
+    not parse are skipped."""
+    return [t for t in trials if t.problem == problem and t.kernel == "triton" and t.config is not None
+            and (device is None or t.device == device) and (timing is None or t.timing == timing)]
 
 
-def observations(df: "pd.DataFrame", problem: "Problem", *, device: str | None = None,
-                 timing: str | None = None) -> list[Observation]:
-    """The Triton trials of ``problem`` in a history frame as Observations (see
-    problem_rows), one per config: ranked by ``gpu_ms`` where measured, else ``ms``; a
-    config measured more than once counts by its median re-timed row if it has one
-    (history.drop_superseded), else by its fastest success, else its latest failure."""
-    from autokernel.history import drop_superseded, is_retimed
-
-    out: dict[tuple, Observation] = {}
+def observations(trials: Sequence[Recorded], problem: Problem, *, device: str | None = None,
+                 timing: str | None = None) -> list[Recorded]:
+    """The Triton trials of ``problem`` in the history (see problem_rows), one per config:
+    ranked by ``gpu_ms`` where measured, else ``ms``; a config measured more than once
+    counts by its median re-timed row if it has one (history.drop_superseded), else by its
+    fastest success, else its latest failure."""
+    out: dict[tuple, Recorded] = {}
     final: set[tuple] = set()
-    if not df.empty:
-        df = drop_superseded(df[problem_mask(df, problem)])  # this problem's rows only: a history holds many
-    for config, row in problem_rows(df, problem, device=device, timing=timing):
-        ms = row["gpu_ms"] if row["gpu_ms"] is not None else row["ms"]
-        status = str(row["status"])
-        ok = status == "success" and ms is not None
-        obs = Observation(config, status, float(ms) if ok else None, row["error"], row)
-        key = config_key(config)
+    mine = drop_superseded([t for t in trials if t.problem == problem])  # this problem's rows only: a history holds many
+    for trial in problem_rows(mine, problem, device=device, timing=timing):
+        key = config_key(trial.config)
         seen = out.get(key)
-        if is_retimed(row["note"]):
-            out[key] = obs
+        if is_retimed(trial.note):
+            out[key] = trial
             final.add(key)
-        elif key not in final and (seen is None or (obs.ok and (not seen.ok or obs.ms < seen.ms))
-                                   or (not obs.ok and not seen.ok)):
-            out[key] = obs
+        elif key not in final and (seen is None or (trial.timed and (not seen.timed or trial.rank_ms < seen.rank_ms))
+                                   or (not trial.timed and not seen.timed)):
+            out[key] = trial
     return list(out.values())
 
 
-def tried_keys(history: Sequence[Observation]) -> set[tuple]:
+def tried_keys(history: Sequence[Trial]) -> set[tuple]:
     """The tuned fields of every config already in ``history``."""
     return {config_key(o.config) for o in history}
 
 
-def fresh(candidates, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+def fresh(candidates, history: Sequence[Trial], n: int) -> list[KernelConfig]:
     """The first ``n`` of ``candidates`` that are neither in ``history`` nor repeated."""
     seen = tried_keys(history)
     out = []

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from autokernel.config import KernelConfig
+from autokernel.records import Trial
 from autokernel.tuning.space import SearchSpace
-from autokernel.tuning.strategies.base import Observation, StrategyBase, fresh
+from autokernel.tuning.strategies.base import StrategyBase, fresh
 
 
 class GridStrategy(StrategyBase):
@@ -15,5 +16,5 @@ class GridStrategy(StrategyBase):
 
     name = "grid"
 
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]:
         return fresh(iter(space), history, n)

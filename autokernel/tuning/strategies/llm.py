@@ -21,9 +21,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autokernel.config import ConfigError, KernelConfig
+from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, config_key
 from autokernel.tuning.strategies import llm_prompt
-from autokernel.tuning.strategies.base import Observation, Strategy, StrategyBase, tried_keys
+from autokernel.tuning.strategies.base import Strategy, StrategyBase, tried_keys
 
 if TYPE_CHECKING:
     import openai
@@ -167,7 +168,7 @@ class LLMStrategy(StrategyBase):
 
     # -- the Strategy protocol -------------------------------------------------------
 
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]:
         self.notes = {}
         stats: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0,
                                  "fallback": 0, "rejected": 0}
@@ -197,7 +198,7 @@ class LLMStrategy(StrategyBase):
                 self.events.append(f"llm: {why_short}; {self.fallback.name} filled {len(filled)}")
         return configs
 
-    def _fill(self, space: SearchSpace, history: Sequence[Observation], taken: list[KernelConfig],
+    def _fill(self, space: SearchSpace, history: Sequence[Trial], taken: list[KernelConfig],
               wanted: int) -> list[KernelConfig]:
         taken_keys = {config_key(c) for c in taken}
         extra = [c for c in self.fallback.propose(space, history, wanted + len(taken))
@@ -208,7 +209,7 @@ class LLMStrategy(StrategyBase):
 
     # -- talking to the model --------------------------------------------------------
 
-    def _ask(self, space: SearchSpace, history: Sequence[Observation], n: int,
+    def _ask(self, space: SearchSpace, history: Sequence[Trial], n: int,
              stats: dict[str, Any]) -> list[tuple[KernelConfig, str]]:
         """Valid configs with rationales from one request and at most one repair."""
         messages = [
@@ -401,7 +402,7 @@ class AutoStrategy(StrategyBase):
         """Without an LLM its proposals are TPE's, which follow from the seed, space and history."""
         return self.llm is None and self.tpe.history_pure
 
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]:
         self._generations += 1
         if self.llm is not None and self._generations <= self.llm_generations and not self.llm.gave_up:
             configs = self.llm.propose(space, history, n)

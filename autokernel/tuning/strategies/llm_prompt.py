@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from autokernel import runtime
 from autokernel.config import WS_MAX_STAGES, KernelConfig
+from autokernel.records import Trial
 from autokernel.tuning.space import (
     _MAX_ACC_REGS, _MIN_USEFUL_TILE, _WS_CONSUMER_GROUPS, _WS_NUM_WARPS, PARAMS, SearchSpace, _next_pow2, config_key,
 )
-from autokernel.tuning.strategies.base import Observation
 
 TOP_TRIALS = 10
 RECENT_FAILURES = 8
@@ -142,21 +142,21 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
     return lines
 
 
-def _error(o: Observation) -> str:
+def _error(o: Trial) -> str:
     text = o.error if isinstance(o.error, str) and o.error else "no message"  # NaN in a read history
     return " ".join(text.split())[:_ERROR_CHARS]
 
 
-def _trial_line(o: Observation, flops: int) -> str:
-    tflops = flops / (o.ms * 1e9) if o.ms else 0.0
-    return f"- {_values(o.config)} -> {o.ms:.4g} ms ({tflops:.3g} TFLOPS)"
+def _trial_line(o: Trial, flops: int) -> str:
+    tflops = flops / (o.rank_ms * 1e9) if o.rank_ms else 0.0
+    return f"- {_values(o.config)} -> {o.rank_ms:.4g} ms ({tflops:.3g} TFLOPS)"
 
 
-def user_prompt(space: SearchSpace, history: Sequence[Observation], n: int, device: Device) -> str:
+def user_prompt(space: SearchSpace, history: Sequence[Trial], n: int, device: Device) -> str:
     """The request for ``n`` new configs, given everything measured so far."""
     p = space.problem
-    best = sorted((o for o in history if o.ok), key=lambda o: o.ms)[:TOP_TRIALS]
-    failed = [o for o in history if not o.ok][-RECENT_FAILURES:]
+    best = sorted((o for o in history if o.timed), key=lambda o: o.rank_ms)[:TOP_TRIALS]
+    failed = [o for o in history if not o.timed][-RECENT_FAILURES:]
     shown = {_values(o.config) for o in best + failed}
     others = list(dict.fromkeys(v for v in (_values(o.config) for o in history) if v not in shown))
 
@@ -164,7 +164,7 @@ def user_prompt(space: SearchSpace, history: Sequence[Observation], n: int, devi
              "Parameters and their allowed values:"]
     parts += [f"- {name}: {', '.join(json.dumps(v) for v in space.choices[name])}" for name in PARAMS]
     parts += ["", "Every config must also satisfy:", *_constraint_lines(space), ""]
-    ok_count = sum(o.ok for o in history)
+    ok_count = sum(o.timed for o in history)
     parts.append(f"History: {len(history)} trials, {ok_count} succeeded.")
     if best:
         parts += [f"Fastest trials (of {ok_count}), best first:", *(_trial_line(o, p.flops) for o in best)]

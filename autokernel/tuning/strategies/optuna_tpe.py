@@ -7,8 +7,9 @@ import random
 from typing import Sequence
 
 from autokernel.config import KernelConfig
+from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, build_config, config_key
-from autokernel.tuning.strategies.base import Observation, StrategyBase, tried_keys
+from autokernel.tuning.strategies.base import StrategyBase, pending, tried_keys
 
 _ASKS_PER_PROPOSAL = 40  # TPE re-suggests in discrete spaces: ask this often before filling at random
 _N_STARTUP = 6
@@ -36,14 +37,14 @@ class OptunaStrategy(StrategyBase):
         self.n_startup_trials = n_startup_trials
         self.exploit = exploit
 
-    def propose(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    def propose(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]:
         """``n`` configs: with ``exploit`` > 0, that share of them from the untried
         neighbours of the best configs so far (one field one step away), the rest from TPE."""
         local = local_moves(space, history, round(n * self.exploit), self.seed) if self.exploit else []
-        pending = [*history, *(Observation(c, "pending") for c in local)]
-        return local + self._tpe(space, pending, n - len(local))
+        seen = [*history, *pending(space.problem, local)]
+        return local + self._tpe(space, seen, n - len(local))
 
-    def _tpe(self, space: SearchSpace, history: Sequence[Observation], n: int) -> list[KernelConfig]:
+    def _tpe(self, space: SearchSpace, history: Sequence[Trial], n: int) -> list[KernelConfig]:
         if n <= 0:
             return []
         import optuna
@@ -68,7 +69,7 @@ class OptunaStrategy(StrategyBase):
             return build_config({name: params[name] if name == "variant" else space.choices[name][params[name]]
                                  for name in PARAMS})
 
-        logs = [math.log(o.ms) for o in history if o.ok and o.ms > 0]
+        logs = [math.log(o.rank_ms) for o in history if o.timed and o.rank_ms > 0]
         penalty = (max(logs) if logs else 0.0) + 1.0  # e times slower than the slowest success
         known: dict[tuple, float] = {}
         sampler = optuna.samplers.TPESampler(
@@ -79,7 +80,7 @@ class OptunaStrategy(StrategyBase):
             params = params_of(obs.config)
             if params is None:
                 continue
-            value = math.log(obs.ms) if obs.ok and obs.ms > 0 else penalty
+            value = math.log(obs.rank_ms) if obs.timed and obs.rank_ms > 0 else penalty
             known[config_key(obs.config)] = value
             if obs.status == "pending":
                 continue  # proposed in this call by another route: not a result, only not to repeat
@@ -130,7 +131,7 @@ def neighbours(space: SearchSpace, config: KernelConfig) -> list[KernelConfig]:
     return out
 
 
-def local_moves(space: SearchSpace, history: Sequence[Observation], n: int, seed: int | None) -> list[KernelConfig]:
+def local_moves(space: SearchSpace, history: Sequence[Trial], n: int, seed: int | None) -> list[KernelConfig]:
     """Up to ``n`` untried neighbours of the best configs so far, best config first, in a
     seeded random order within each neighbourhood."""
     if n <= 0:
@@ -138,7 +139,7 @@ def local_moves(space: SearchSpace, history: Sequence[Observation], n: int, seed
     rng = random.Random(None if seed is None else hash((seed, len(history), 1)))  # ints only: str hashes vary per process
     seen = tried_keys(history)
     out: list[KernelConfig] = []
-    for obs in sorted((o for o in history if o.ok), key=lambda o: o.ms):
+    for obs in sorted((o for o in history if o.timed), key=lambda o: o.rank_ms):
         near = [c for c in neighbours(space, obs.config) if config_key(c) not in seen]
         rng.shuffle(near)
         for c in near:
