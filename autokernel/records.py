@@ -150,7 +150,6 @@ class Problem:
 
 # ---- kernel configs ----------------------------------------------------------------------
 
-WS_MAX_STAGES = knobs.WS_MAX_STAGES
 _INT_KNOBS = tuple(k.name for k in knobs.KNOBS if k.is_int)
 _D = knobs.DEFAULTS
 
