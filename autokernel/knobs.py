@@ -184,9 +184,15 @@ def kernel_of(v: Values) -> str:
     return "grouped" if v["variant"] == "grouped" else "tma"
 
 
+_TMA_DEFAULTS = tuple((name, DEFAULTS[name]) for name in TMA_OPTIONS)
+
+
 def tma_options(v: Values) -> bool:
     """Whether any option of the TMA kernel differs from its default."""
-    return any(v[name] != DEFAULTS[name] for name in TMA_OPTIONS)
+    for name, default in _TMA_DEFAULTS:  # a loop: the space asks it of every config it enumerates
+        if v[name] != default:
+            return True
+    return False
 
 
 def _set(names: tuple[str, ...]) -> str:
@@ -298,6 +304,14 @@ RULES: tuple[Rule, ...] = (
 )
 """The rules, in the order they are checked (the first broken one is the reason given)."""
 CONFIG_RULES = tuple(r for r in RULES if r.level == CONFIG)
+
+
+def breaks(v: Values, rules: tuple[Rule, ...] = RULES) -> bool:
+    """Whether ``v`` breaks any of ``rules`` (why_broken without the message)."""
+    for rule in rules:
+        if rule.broken(v):
+            return True
+    return False
 
 
 def why_broken(v: Values, rules: tuple[Rule, ...] = RULES) -> str | None:

@@ -189,7 +189,7 @@ class SearchSpace:
 def build_config(values: dict[str, Any]) -> KernelConfig | None:
     """KernelConfig(**values), or None where KernelConfig's own cross-field rules would
     refuse it — checked first without pydantic, since strategies build thousands."""
-    if knobs.why_broken(values, knobs.CONFIG_RULES):
+    if knobs.breaks(values, knobs.CONFIG_RULES):
         return None
     return KernelConfig(**values)
 
