@@ -9,7 +9,7 @@ import torch
 
 from autokernel import runtime
 from autokernel.kernels.fit import describe, shared_memory_need
-from autokernel.records import WS_MAX_STAGES, ConfigError, KernelConfig, one_line  # noqa: F401  (re-exported)
+from autokernel.records import ConfigError, KernelConfig, one_line  # noqa: F401  (re-exported)
 
 
 def shared_memory_bytes(config: KernelConfig, dtype: torch.dtype = torch.float16, *, tma: bool = True,

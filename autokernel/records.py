@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
+from autokernel import knobs
+
 if TYPE_CHECKING:
     import torch
 
@@ -150,23 +152,8 @@ class Problem:
 
 # ---- kernel configs ----------------------------------------------------------------------
 
-_BLOCK_RANGE = (16, 256)  # tl.dot needs every tile dimension >= 16
-_GROUP_RANGE = (1, 64)
-_WARPS = (1, 2, 4, 8, 16)
-_STAGES_RANGE = (1, 8)
-_SPLIT_K = (1, 2, 4, 8, 16)
-_EPILOGUE_SUBTILES = (1, 2)
-_RANGES = {"group_m": _GROUP_RANGE, "num_stages": _STAGES_RANGE}
-_CHOICES = {"num_warps": _WARPS, "split_k": _SPLIT_K, "epilogue_subtile": _EPILOGUE_SUBTILES}
-WS_MAX_STAGES = 4
-"""The most pipeline stages a warp-specialized config may take: on the H100 (Triton 3.6)
-the TMA kernel warp-specialized at 5 stages left part of C unwritten (128x128x64 and
-256x128x32, 4 warps, in every one of 30 checks: docs/runs/tuning/readings/); at 3 and 4
-stages its results were correct."""
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and (x & (x - 1)) == 0
+_INT_KNOBS = tuple(k.name for k in knobs.KNOBS if k.is_int)
+_D = knobs.DEFAULTS
 
 
 class ConfigError(ValueError):
@@ -174,50 +161,34 @@ class ConfigError(ValueError):
 
 
 class KernelConfig(BaseModel):
-    """Tile sizes and launch parameters of the grouped-tile GEMM kernel.
+    """Tile sizes and launch parameters of the GEMM kernels.
 
-    block_m / block_n / block_k: the tile of C computed by one program and the K step,
-    powers of two in [16, 256]. group_m: how many tile-rows are walked together in the
-    grouped (swizzled) order, for L2 reuse. num_warps, num_stages: Triton launch options.
-    variant: "grouped" (pointer loads, one program per tile: runs anywhere), "tma"
-    (Hopper: tensor descriptors and a persistent grid, falling back to "grouped" where an
-    operand can't have a descriptor or the GPU is older), or "auto" (tma where it can run).
-    split_k: how many programs share one tile's K loop (a power of two, 1 to 16). Above 1,
-    each writes its fp32 partial tile to a workspace and a second kernel sums them and
-    applies the epilogue (kernels/splitk.py): more programs for skinny or long-K shapes.
-    Split-K runs on pointer loads whatever the variant: the TMA kernel has no split-K.
-    warp_specialize, epilogue_subtile, flatten: options of the TMA kernel
-    (kernels/matmul_tma.py), so a "grouped" config has none; where "auto" or "tma" falls
-    back to the pointer kernel they do nothing. warp_specialize: Triton's automatic warp
-    specialization of the persistent tile loop (a producer warpgroup issues the TMA loads,
-    two consumer warpgroups of num_warps warps each run the MMAs and the epilogue).
-    epilogue_subtile: store each output tile in this many column slices, so the TMA
-    store's staging buffer is that many times smaller (room for more stages). flatten:
-    Triton fuses the tile loop and the K loop into one software-pipelined loop, so the
-    next tile's loads are in flight during this tile's epilogue.
-    stream_k: the data-parallel + stream-K hybrid for tail waves (kernels/streamk.py): a
-    persistent grid of one program per SM runs the full waves of tiles whole and splits
-    the last, partial wave's tiles along K over all SMs. Pointer loads whatever the
-    variant, as for split-K, and not with split_k > 1.
+    Each field is a knob of autokernel/knobs.py, which says what it may take, its default,
+    which kernels read it and what it means; a config that breaks one of its rules of
+    CONFIG level is refused with that rule's message. In short: block_m / block_n /
+    block_k are the tile of C and the K step, group_m the grouped order's height,
+    num_warps and num_stages Triton's launch options; variant picks the grouped pointer
+    kernel, the TMA kernel or "auto" (tma where it can run); split_k > 1 and stream_k run
+    the split-K and stream-K pointer kernels whatever the variant; warp_specialize,
+    epilogue_subtile and flatten are options of the TMA kernel alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    block_m: int = 128
-    block_n: int = 128
-    block_k: int = 64
-    group_m: int = 8
-    num_warps: int = 8
-    num_stages: int = 3
-    variant: Literal["auto", "grouped", "tma"] = "auto"
-    split_k: int = 1
-    warp_specialize: bool = False
-    epilogue_subtile: int = 1
-    flatten: bool = False
-    stream_k: bool = False
+    block_m: int = _D["block_m"]
+    block_n: int = _D["block_n"]
+    block_k: int = _D["block_k"]
+    group_m: int = _D["group_m"]
+    num_warps: int = _D["num_warps"]
+    num_stages: int = _D["num_stages"]
+    variant: Literal[knobs.KNOB["variant"].choices] = _D["variant"]
+    split_k: int = _D["split_k"]
+    warp_specialize: bool = _D["warp_specialize"]
+    epilogue_subtile: int = _D["epilogue_subtile"]
+    flatten: bool = _D["flatten"]
+    stream_k: bool = _D["stream_k"]
 
-    @field_validator("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k",
-                     "epilogue_subtile", mode="before")
+    @field_validator(*_INT_KNOBS, mode="before")
     @classmethod
     def _no_bool(cls, v: Any) -> Any:
         # true is an int to pydantic's lax mode ("got 1"); as a tile size it is a mistake
@@ -225,59 +196,19 @@ class KernelConfig(BaseModel):
             raise ValueError(f"must be an integer, got {str(v).lower()}")
         return v
 
-    @field_validator("block_m", "block_n", "block_k")
+    @field_validator(*_INT_KNOBS)
     @classmethod
-    def _check_block(cls, v: int) -> int:
-        lo, hi = _BLOCK_RANGE
-        if not (_is_pow2(v) and lo <= v <= hi):
-            raise ValueError(f"must be a power of two in [{lo}, {hi}], got {v}")
-        return v
-
-    @field_validator("group_m", "num_stages")
-    @classmethod
-    def _check_range(cls, v: int, info: ValidationInfo) -> int:
-        lo, hi = _RANGES[info.field_name]
-        if not lo <= v <= hi:
-            raise ValueError(f"must be in [{lo}, {hi}], got {v}")
-        return v
-
-    @field_validator("num_warps", "split_k", "epilogue_subtile")
-    @classmethod
-    def _check_choice(cls, v: int, info: ValidationInfo) -> int:
-        allowed = _CHOICES[info.field_name]
-        if v not in allowed:
-            raise ValueError(f"must be one of {allowed}, got {v}")
+    def _check_knob(cls, v: int, info: ValidationInfo) -> int:
+        why = knobs.KNOB[info.field_name].why_not(v)
+        if why:
+            raise ValueError(why)
         return v
 
     @model_validator(mode="after")
-    def _check_tma_options(self) -> "KernelConfig":
-        if self.tma_options() and (self.variant == "grouped" or self.split_k > 1 or self.stream_k):
-            runs = ("variant grouped" if self.variant == "grouped"
-                    else "split_k > 1 (pointer-load kernels)" if self.split_k > 1 else "stream_k (a pointer-load kernel)")
-            raise ValueError(f"warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: "
-                             f"{runs} has none of them")
-        return self
-
-    @model_validator(mode="after")
-    def _check_ws_stages(self) -> "KernelConfig":
-        if self.warp_specialize and self.num_stages > WS_MAX_STAGES:
-            raise ValueError(f"warp_specialize with num_stages > {WS_MAX_STAGES} computes wrong results on Hopper "
-                             f"(Triton 3.6 left part of the output unwritten): use num_stages <= {WS_MAX_STAGES}")
-        return self
-
-    @model_validator(mode="after")
-    def _check_stream_k(self) -> "KernelConfig":
-        if self.stream_k and self.split_k > 1:
-            raise ValueError("stream_k and split_k > 1 are two ways to split K: pick one")
-        return self
-
-    @model_validator(mode="after")
-    def _check_tile_vs_warps(self) -> "KernelConfig":
-        # Each warp of a tl.dot needs at least a 16x16 (m x n) piece of the tile.
-        if self.block_m * self.block_n < self.num_warps * 256:
-            raise ValueError(
-                f"tile {self.block_m}x{self.block_n} is too small for {self.num_warps} warps"
-            )
+    def _check_rules(self) -> "KernelConfig":
+        why = knobs.why_broken(self.__dict__, knobs.CONFIG_RULES)
+        if why:
+            raise ValueError(why)
         return self
 
     def on_variant(self, variant: str) -> "KernelConfig":
@@ -285,30 +216,22 @@ class KernelConfig(BaseModel):
         "grouped", which has none of them."""
         update: dict[str, Any] = {"variant": variant}
         if variant == "grouped":
-            update.update(warp_specialize=False, epilogue_subtile=1, flatten=False)
+            update.update({name: _D[name] for name in knobs.TMA_OPTIONS})
         return self.model_copy(update=update)
 
     def tma_options(self) -> bool:
         """Whether any option of the TMA kernel differs from its default."""
-        return self.warp_specialize or self.epilogue_subtile > 1 or self.flatten
+        return knobs.tma_options(self.__dict__)
 
     def short(self) -> str:
-        """A compact human label, e.g. 128x128x64 g8 w8 s3 (then the variant unless auto,
-        k4 for split_k=4, ws for warp_specialize, st2 for epilogue_subtile=2, fl for flatten,
-        sk for stream_k)."""
+        """A compact human label, e.g. 128x128x64 g8 w8 s3, then each other knob off its
+        default by its tag (knobs.py): the variant unless auto, k4 for split_k=4, ws for
+        warp_specialize, st2 for epilogue_subtile=2, fl for flatten, sk for stream_k."""
         label = f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} s{self.num_stages}"
-        if self.variant != "auto":
-            label += f" {self.variant}"
-        if self.split_k > 1:
-            label += f" k{self.split_k}"
-        if self.warp_specialize:
-            label += " ws"
-        if self.epilogue_subtile > 1:
-            label += f" st{self.epilogue_subtile}"
-        if self.flatten:
-            label += " fl"
-        if self.stream_k:
-            label += " sk"
+        for knob in knobs.KNOBS:
+            value = getattr(self, knob.name)
+            if knob.tag and value != knob.default:
+                label += " " + knob.tag.format(value)
         return label
 
     def to_json(self) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from autokernel import knobs
 from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
 from autokernel.kernels.matmul_tma import tma_operands
@@ -107,13 +108,8 @@ term's efficiency constant e_c is relative to it."""
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
     """Which kernel a config runs: "splitk", "streamk", "tma" or "grouped" (``tma``: whether
     the TMA kernel can take these operands on this GPU, for "auto" and "tma")."""
-    if config.split_k > 1:
-        return "splitk"
-    if config.stream_k:
-        return "streamk"
-    if config.variant != "grouped" and tma:
-        return "tma"
-    return "grouped"
+    kernel = knobs.kernel_of(vars(config))
+    return "grouped" if kernel == "tma" and not tma else kernel
 
 
 def occupancy(config: KernelConfig, dtype: torch.dtype) -> int:

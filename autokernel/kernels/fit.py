@@ -44,12 +44,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from autokernel import knobs
+
 if TYPE_CHECKING:
     from autokernel.records import KernelConfig
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 """The dtypes the TMA kernel takes (kernels/matmul_tma.py); others run the grouped kernel."""
-KERNELS = ("tma", "grouped", "splitk", "streamk")
+KERNELS = knobs.ALL_KERNELS
 
 _WGMMA_MIN_ROWS = 64
 """Tiles of fewer rows run their dot on mma.sync (operands from registers)."""
@@ -72,13 +74,8 @@ def kernel_for(config: "KernelConfig", dtype: torch.dtype = torch.float16, tma: 
 
     ``tma``: whether the TMA kernel can take this call's operands here (a Hopper GPU,
     descriptor-friendly layouts); True where that is not known, the larger need."""
-    if config.stream_k:
-        return "streamk"
-    if config.split_k > 1:
-        return "splitk"
-    if config.variant == "grouped" or not tma or dtype not in TMA_DTYPES:
-        return "grouped"
-    return "tma"
+    kernel = knobs.kernel_of(vars(config))
+    return "grouped" if kernel == "tma" and (not tma or dtype not in TMA_DTYPES) else kernel
 
 
 def shared_memory_need(config: "KernelConfig", dtype: torch.dtype = torch.float16, *, tma: bool = True,

@@ -1,5 +1,6 @@
 """The search space of kernel configs for one problem, and the constraints that prune
-impossible configs before anything is compiled."""
+impossible configs before anything is compiled: the knobs' own rules (autokernel/knobs.py,
+which the space's axes come from too) and those of the problem and the device."""
 
 from __future__ import annotations
 
@@ -10,54 +11,47 @@ from typing import Any, Iterator
 
 import torch
 
-from autokernel import runtime
-from autokernel.config import WS_MAX_STAGES, KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
+from autokernel import knobs, runtime
+from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
 from autokernel.records import Problem
 
-# What each KernelConfig field may take while tuning on a GPU (a subset of what
-# KernelConfig accepts: the values that were ever competitive on the H100).
-GPU_CHOICES: dict[str, tuple] = {
-    "block_m": (16, 32, 64, 128, 256),
-    "block_n": (32, 64, 128, 256),
-    "block_k": (32, 64, 128),
-    "group_m": (1, 8, 16),
-    "num_warps": (4, 8),
-    "num_stages": (3, 4, 5),
-    "variant": ("grouped", "tma"),
-    "split_k": (1, 2, 4, 8),
-    "warp_specialize": (False, True),
-    "epilogue_subtile": (1, 2),
-    "flatten": (False, True),
-    "stream_k": (False, True),
-}
+# What each knob (autokernel/knobs.py) takes while tuning on a GPU: a subset of what
+# KernelConfig accepts, the values that were ever competitive on the H100; a knob not
+# named here takes all its values.
+GPU_CHOICES: dict[str, tuple] = knobs.narrow(
+    block_m=(16, 32, 64, 128, 256),
+    block_n=(32, 64, 128, 256),
+    block_k=(32, 64, 128),
+    group_m=(1, 8, 16),
+    num_warps=(4, 8),
+    num_stages=(3, 4, 5),
+    variant=("grouped", "tma"),
+    split_k=(1, 2, 4, 8),
+)
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
-_WS_NUM_WARPS = 4  # Hopper warp specialization happens at num_warps=4 only (docs/kernel-notes.md)...
-_WS_CONSUMER_GROUPS = 2  # ...and then splits the tile over two consumer warpgroups beside a producer
 _SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
 _LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
 _MAX_TAIL_FILL = 0.875  # stream-K only where the last wave leaves at least 1/8 of the SMs idle
 
 # Under the interpreter each program is Python: small tiles, one stage, few warps.
-INTERPRETER_CHOICES: dict[str, tuple] = {
-    "block_m": (16, 32, 64),
-    "block_n": (16, 32, 64),
-    "block_k": (16, 32),
-    "group_m": (1, 8),
-    "num_warps": (1, 2, 4),
-    "num_stages": (1, 2),
-    "variant": ("grouped",),
-    "split_k": (1, 2),
+INTERPRETER_CHOICES: dict[str, tuple] = knobs.narrow(
+    block_m=(16, 32, 64),
+    block_n=(16, 32, 64),
+    block_k=(16, 32),
+    group_m=(1, 8),
+    num_warps=(1, 2, 4),
+    num_stages=(1, 2),
+    variant=("grouped",),
+    split_k=(1, 2),
     # The interpreter ignores warp specialization and flattening; the space tries no TMA kernel there.
-    "warp_specialize": (False,),
-    "epilogue_subtile": (1,),
-    "flatten": (False,),
+    **{name: (knobs.DEFAULTS[name],) for name in knobs.TMA_OPTIONS},
     # Stream-K is checked on the CPU by tests that set its program count; tuning under the
     # interpreter (3 programs) would only double the space.
-    "stream_k": (False,),
-}
+    stream_k=(False,),
+)
 
-PARAMS = tuple(GPU_CHOICES)
+PARAMS = knobs.NAMES
 """The tuned KernelConfig fields, in a fixed order (strategies and replay files use it)."""
 
 
@@ -121,13 +115,13 @@ class SearchSpace:
             return "the TMA kernel needs a Hopper GPU and Triton >= 3.4"
         if config.variant == "tma" and (why := why_no_tma(p)):
             return why
+        why = knobs.why_broken(config.__dict__)  # a model_copy skips KernelConfig's own rules
+        if why:
+            return why
         if config.split_k > 1:
             why = _why_not_split(config, p)
             if why:
                 return why
-        why = _why_not_tma_option(config)
-        if why:
-            return why
         if config.stream_k and self.allowed is None:  # a replayed sweep's configs ran on its GPU
             why = _why_not_stream_k(config, p, self.programs)
             if why:
@@ -136,7 +130,7 @@ class SearchSpace:
             need = shared_memory_bytes(config, p.torch_dtype, bias=p.bias)
             if need > self.smem_limit:
                 return f"needs ~{need // 1024} KiB of shared memory, the device allows {self.smem_limit // 1024} KiB"
-        consumers = config.num_warps * (_WS_CONSUMER_GROUPS if config.warp_specialize else 1)
+        consumers = config.num_warps * (knobs.WS_CONSUMER_GROUPS if config.warp_specialize else 1)
         acc_regs = config.block_m * config.block_n // (32 * consumers)
         if self.gpu and acc_regs > _MAX_ACC_REGS:
             return (f"a {config.block_m}x{config.block_n} tile on {consumers} {'consumer ' if config.warp_specialize else ''}"
@@ -195,50 +189,13 @@ class SearchSpace:
 def build_config(values: dict[str, Any]) -> KernelConfig | None:
     """KernelConfig(**values), or None where KernelConfig's own cross-field rules would
     refuse it — checked first without pydantic, since strategies build thousands."""
-    if values["block_m"] * values["block_n"] < values["num_warps"] * 256:
-        return None  # the warps-vs-tile rule
-    if (values["warp_specialize"] or values["epilogue_subtile"] > 1 or values["flatten"]) and (
-            values["variant"] == "grouped" or values["split_k"] > 1 or values["stream_k"]):
-        return None  # the pointer-load kernels have none of the TMA options
-    if values["stream_k"] and values["split_k"] > 1:
-        return None  # one way to split K at a time
-    if values["warp_specialize"] and values["num_stages"] > WS_MAX_STAGES:
-        return None  # wrong results measured
+    if knobs.breaks(values, knobs.CONFIG_RULES):
+        return None
     return KernelConfig(**values)
-
-
-def _why_not_tma_option(config: KernelConfig) -> str | None:
-    """Why config's warp_specialize / epilogue_subtile / flatten is impossible or has no
-    effect, or None (what Triton 3.6 did on the H100: docs/kernel-notes.md)."""
-    if not config.tma_options():
-        return None
-    if config.variant != "tma" or config.split_k > 1 or config.stream_k:
-        return ("warp_specialize, epilogue_subtile and flatten are options of the TMA kernel: pair them with "
-                "variant tma, split_k 1 and no stream_k")
-    if not config.warp_specialize:
-        return None
-    if config.num_warps != _WS_NUM_WARPS:
-        return (f"warp_specialize takes num_warps={_WS_NUM_WARPS} (per consumer warpgroup); Triton builds "
-                f"num_warps={config.num_warps} without it, the same kernel as warp_specialize=False")
-    if config.epilogue_subtile > 1:
-        return "warp_specialize with epilogue_subtile fails to compile (Triton 3.6's Hopper warp specialization)"
-    if config.flatten:
-        return "warp_specialize with flatten: Triton does not warp-specialize a flattened loop on Hopper"
-    if config.num_stages > WS_MAX_STAGES:  # a model_copy skips KernelConfig's own check
-        return f"warp_specialize with num_stages > {WS_MAX_STAGES} left part of C unwritten on the H100"
-    # Compiled for sm_90 by Triton 3.9 (not checked with 3.6): below 64 rows it builds the
-    # plain 4-warp kernel; 64x256 tiles fail in its warp-specialization pass.
-    if config.block_m < 64:
-        return "warp_specialize needs block_m >= 64 (below, Triton builds the plain kernel)"
-    if config.block_m == 64 and config.block_n == 256:
-        return "warp_specialize with a 64x256 tile fails to compile (Triton 3.9's Hopper warp specialization)"
-    return None
 
 
 def _why_not_split(config: KernelConfig, p: Problem) -> str | None:
     """Why split-K (config.split_k > 1) is pointless or impossible for ``p``, or None."""
-    if config.variant != "grouped":
-        return f"split_k={config.split_k} runs the grouped kernel: pair it with variant grouped, not {config.variant}"
     if not (p.m <= _SKINNY_M or p.k >= _LONG_K * max(p.m, p.n)):
         return (f"split_k={config.split_k} only pays for skinny (M <= {_SKINNY_M}) or long-K "
                 f"(K >= {_LONG_K} * max(M, N)) problems, not {p.m}x{p.n}x{p.k}")
@@ -250,8 +207,6 @@ def _why_not_split(config: KernelConfig, p: Problem) -> str | None:
 def _why_not_stream_k(config: KernelConfig, p: Problem, programs: int | None) -> str | None:
     """Why stream-K is pointless or impossible for ``p`` on ``programs`` SMs, or None: it
     pays only where the last wave of output tiles is partial and leaves SMs idle."""
-    if config.variant != "grouped":
-        return f"stream_k runs the pointer-load kernel: pair it with variant grouped, not {config.variant}"
     if programs is None:
         return "stream_k needs the SM count, unknown here"
     if _cdiv(p.k, config.block_k) < 2:

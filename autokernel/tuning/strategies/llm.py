@@ -20,6 +20,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from autokernel import knobs
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, config_key
@@ -358,9 +359,9 @@ def check_reply(reply: str, space: SearchSpace, taken: set[tuple], n: int) -> tu
     return accepted, reasons
 
 
-_MAY_OMIT = {"split_k": 1, "warp_specialize": False, "epilogue_subtile": 1, "flatten": False, "stream_k": False}
-"""Fields a reply may leave out (a model that knows no split-K, stream-K or Hopper options
-means none), with their value."""
+_MAY_OMIT = {k.name: k.default for k in knobs.KNOBS if k.option}
+"""Fields a reply may leave out, with their value: the options of one kernel alone (a model
+that knows no split-K, stream-K or Hopper options means none)."""
 
 
 def _check_item(item: Any, space: SearchSpace) -> tuple[KernelConfig | None, str | None]:

@@ -1,8 +1,9 @@
 """What the llm strategy tells the model, and the JSON shape it asks for back.
 
 The prompt states everything the model cannot guess: the device and its limits, the
-problem, the allowed values of each parameter, the rules ``SearchSpace.why_invalid``
-prunes by (with this problem's numbers filled in), the best trials so far and recent
+problem, each parameter's allowed values and meaning and the rules between them (both
+from autokernel/knobs.py), the rules ``SearchSpace.why_invalid`` adds for the device and
+the problem (with this problem's numbers filled in), the best trials so far and recent
 failures with their reasons.
 """
 
@@ -14,12 +15,10 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from autokernel import runtime
-from autokernel.config import WS_MAX_STAGES, KernelConfig
+from autokernel import knobs, runtime
+from autokernel.config import KernelConfig
 from autokernel.records import Trial
-from autokernel.tuning.space import (
-    _MAX_ACC_REGS, _MIN_USEFUL_TILE, _WS_CONSUMER_GROUPS, _WS_NUM_WARPS, PARAMS, SearchSpace, _next_pow2, config_key,
-)
+from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2, config_key
 
 TOP_TRIALS = 10
 RECENT_FAILURES = 8
@@ -107,12 +106,33 @@ def _problem_lines(space: SearchSpace) -> list[str]:
     ]
 
 
+def _kernel_lines() -> list[str]:
+    """The kernels a config selects among (knobs.KERNELS)."""
+    return [f"- {name}: {what}" for name, what in knobs.KERNELS.items()]
+
+
+def _knob_lines(space: SearchSpace) -> list[str]:
+    """Each knob of the space (knobs.py) with the values it may take here and what it means."""
+    return [f"- {name}: {', '.join(json.dumps(v) for v in values)}: {knobs.KNOB[name].describe()}"
+            for name, values in space.choices.items()]
+
+
+def _rule_lines(space: SearchSpace) -> list[str]:
+    """The knobs' rules (knobs.RULES, KernelConfig's and the space's) that a config of
+    ``space``'s values can break."""
+    def can_leave_default(name: str) -> bool:
+        return any(v != knobs.KNOB[name].default for v in space.choices[name])
+
+    return [f"- {rule.statement}" for rule in knobs.RULES
+            if rule.statement and (not rule.when or any(can_leave_default(name) for name in rule.when))]
+
+
 def _constraint_lines(space: SearchSpace) -> list[str]:
-    """The rules of ``SearchSpace.why_invalid`` (and KernelConfig's own), in words, with
-    this problem's numbers."""
+    """The rules of ``SearchSpace.why_invalid`` in words: the knobs' own, then those of
+    the device and the problem, with this problem's numbers."""
     p = space.problem
     elem = p.torch_dtype.itemsize
-    lines = ["- block_m * block_n >= num_warps * 256 (each warp needs a 16x16 piece of the tile)"]
+    lines = _rule_lines(space)
     if "tma" in space.choices["variant"]:
         lines.append("- variant \"tma\" needs a Hopper GPU and float16/bfloat16"
                      + ("" if space.tma or runtime.INTERPRETER else " (this device cannot run it)"))
@@ -121,14 +141,8 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
             f"- shared memory: num_stages * (block_m*block_k + block_k*block_n) * {elem} bytes, plus "
             f"block_m*block_n*{elem} / epilogue_subtile bytes unless variant is \"grouped\", "
             f"must be <= {space.smem_limit}")
-    if (any(v != 1 for v in space.choices["epilogue_subtile"]) or True in space.choices["warp_specialize"]
-            or True in space.choices["flatten"]):
-        lines.append("- warp_specialize true, epilogue_subtile 2 or flatten true only with variant \"tma\"; "
-                     f"warp_specialize only with num_warps {_WS_NUM_WARPS} (the tile is then split over "
-                     f"{_WS_CONSUMER_GROUPS} consumer warpgroups of num_warps warps each, beside a producer warpgroup), "
-                     f"at most {WS_MAX_STAGES} num_stages, and neither with epilogue_subtile 2 nor with flatten")
     if space.gpu:
-        lines.append(f"- block_m * block_n / (32 * num_warps * ({_WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
+        lines.append(f"- block_m * block_n / (32 * num_warps * ({knobs.WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
                      f"<= {_MAX_ACC_REGS} (fp32 accumulator registers per thread; beyond it the kernel spills)")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
             lines.append(f"- {dim} >= {min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))} "
@@ -161,8 +175,8 @@ def user_prompt(space: SearchSpace, history: Sequence[Trial], n: int, device: De
     others = list(dict.fromkeys(v for v in (_values(o.config) for o in history) if v not in shown))
 
     parts = ["Device:", *_device_lines(device), "", "Problem:", *_problem_lines(space), "",
-             "Parameters and their allowed values:"]
-    parts += [f"- {name}: {', '.join(json.dumps(v) for v in space.choices[name])}" for name in PARAMS]
+             "Kernels (a config runs stream-K where stream_k, else split-K where split_k > 1, else its variant's):",
+             *_kernel_lines(), "", "Parameters, their allowed values and what they mean:", *_knob_lines(space)]
     parts += ["", "Every config must also satisfy:", *_constraint_lines(space), ""]
     ok_count = sum(o.timed for o in history)
     parts.append(f"History: {len(history)} trials, {ok_count} succeeded.")

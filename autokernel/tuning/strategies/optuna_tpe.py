@@ -6,6 +6,7 @@ import math
 import random
 from typing import Sequence
 
+from autokernel import knobs
 from autokernel.config import KernelConfig
 from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, build_config, config_key
@@ -21,9 +22,9 @@ class OptunaStrategy(StrategyBase):
     Each propose rebuilds a study from the history: successful trials are told their
     log time, failed ones (and configs the space rejects) a penalty a little worse than
     the slowest success, so TPE learns to avoid them. Ordinal fields (tiles, warps,
-    stages) are indices into their choices, so TPE sees their order; the variant is
-    categorical. Proposals repeat neither the history nor each other; where TPE keeps
-    re-suggesting, the rest is filled with untried configs at random. Seeded per call
+    stages) are indices into their choices, so TPE sees their order; the knobs of named
+    values (the variant: knobs.py) are categorical. Proposals repeat neither the history
+    nor each other; where TPE keeps re-suggesting, the rest is filled with untried configs at random. Seeded per call
     from (seed, history length), so one seed reproduces a whole run.
     """
 
@@ -53,20 +54,20 @@ class OptunaStrategy(StrategyBase):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         call_seed = None if self.seed is None else hash((self.seed, len(history))) & 0x7FFFFFFF
         dists = {
-            name: CategoricalDistribution(space.choices[name]) if name == "variant"
+            name: CategoricalDistribution(space.choices[name]) if knobs.KNOB[name].categorical
             else IntDistribution(0, len(space.choices[name]) - 1)
             for name in PARAMS
         }
 
         def params_of(config: KernelConfig) -> dict | None:
             try:
-                return {name: getattr(config, name) if name == "variant"
+                return {name: getattr(config, name) if knobs.KNOB[name].categorical
                         else space.choices[name].index(getattr(config, name)) for name in PARAMS}
             except ValueError:  # a value outside this space's choices
                 return None
 
         def config_of(params: dict) -> KernelConfig | None:
-            return build_config({name: params[name] if name == "variant" else space.choices[name][params[name]]
+            return build_config({name: params[name] if knobs.KNOB[name].categorical else space.choices[name][params[name]]
                                  for name in PARAMS})
 
         logs = [math.log(o.rank_ms) for o in history if o.timed and o.rank_ms > 0]
@@ -122,7 +123,7 @@ def neighbours(space: SearchSpace, config: KernelConfig) -> list[KernelConfig]:
         if value not in choices:
             continue
         i = choices.index(value)
-        steps = [c for c in choices if c != value] if name == "variant" else \
+        steps = [c for c in choices if c != value] if knobs.KNOB[name].categorical else \
             [choices[j] for j in (i - 1, i + 1) if 0 <= j < len(choices)]
         for v in steps:
             candidate = build_config({p: getattr(config, p) for p in PARAMS} | {name: v})
