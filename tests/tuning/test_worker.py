@@ -227,9 +227,9 @@ def test_two_evaluators_share_one_compile_pool():
     pool = CompilePool(2, compile_fn=device_noting_compile)
     results: dict[int, list[Trial]] = {}
     alive: list[int] = []
+    evaluators = [WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                                  compile_device=d, spare=False) for d in (0, 1)]
     try:
-        evaluators = [WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
-                                      compile_device=d, spare=False) for d in (0, 1)]
 
         def tune_on(d: int) -> None:
             results[d] = evaluators[d].evaluate(PROBLEM, configs)
@@ -244,6 +244,8 @@ def test_two_evaluators_share_one_compile_pool():
             ev.close()
         assert compile_workers_alive() and max(alive) <= 2  # the evaluators leave the pool to its owner
     finally:
+        for ev in evaluators:
+            ev.close()
         pool.close()
     assert compile_workers_alive() == []
     pids = set()
@@ -292,11 +294,11 @@ def test_an_aborted_evaluator_leaves_the_shared_pool_to_the_others(tmp_path, mon
     hanging = tmp_path / "hanging"
     monkeypatch.setenv(HANGING_MARKER, str(hanging))
     pool = CompilePool(2, compile_fn=device_noting_compile)
+    stuck = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                            compile_device=0, spare=False, timeout_s=300)
+    other = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                            compile_device=1, spare=False)
     try:
-        stuck = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
-                                compile_device=0, spare=False, timeout_s=300)
-        other = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
-                                compile_device=1, spare=False)
         raised: list[BaseException] = []
 
         def run_stuck() -> None:
@@ -322,10 +324,45 @@ def test_an_aborted_evaluator_leaves_the_shared_pool_to_the_others(tmp_path, mon
         assert not any(p.is_alive() for p in hung)  # the hanging candidate's worker with it
         trials = other.evaluate(PROBLEM, [GOOD])
         assert trials[0].error.startswith("device 1 ")
-        other.close()
     finally:
+        stuck.close()
+        other.close()
         pool.close()
     assert compile_workers_alive() == []
+
+
+def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tmp_path, monkeypatch):
+    """Ctrl-C in the main thread while its candidate hangs in the shared pool: the
+    KeyboardInterrupt propagates at once, the hanging worker is killed, the pool stays open."""
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))
+
+    def ctrl_c_once_it_hangs() -> None:
+        deadline = time.monotonic() + 120
+        while not hanging.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    pool = CompilePool(1, compile_fn=device_noting_compile)
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool, spare=False,
+                                timeout_s=300)
+    try:
+        threading.Thread(target=ctrl_c_once_it_hangs, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.evaluate(PROBLEM, [candidate("hang")])
+        interrupted = time.monotonic()
+        deadline = interrupted + 10
+        while compile_workers_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert compile_workers_alive() == []  # the pool's thread killed the hanging candidate's worker
+        hanging.unlink()
+        with WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                             spare=False) as other:
+            trials = other.evaluate(PROBLEM, [GOOD])
+        assert trials[0].error.startswith("device None ")
+    finally:
+        evaluator.close()
+        pool.close()
 
 
 def test_baseline_is_measured_in_the_timing_worker():
