@@ -334,15 +334,16 @@ class WorkerEvaluator(EvaluatorBase):
         return trials[0]  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Stop the workers (a later evaluate starts new ones)."""
+        """Stop the workers (a later evaluate starts new ones, an aborted evaluator too)."""
         for pool in self._pools():
             pool.close()
         self._compile = None
+        self._aborted.clear()
 
     def abort(self) -> None:
         """Kill the workers now, a candidate under way included (the run was cancelled); a
-        batch waiting on a shared compile pool is dropped, and this evaluator asks it for no
-        more."""
+        batch waiting on a shared compile pool is dropped, and until ``close`` this
+        evaluator asks it for no more."""
         self._aborted.set()
         for pool in self._pools():
             pool.close(kill=True)

@@ -210,13 +210,13 @@ def test_a_rerun_whose_candidates_are_all_cached_starts_no_compile_worker():
 
 def device_noting_compile(problem: Problem, config: KernelConfig) -> Trial | None:
     """A shared compile worker's task: misbehave, else fail the candidate with a note of
-    the GPU it was launched on and of the worker (its pid); one with num_stages 2 takes a
-    second (and marks that it has begun, as a hanging one does)."""
+    the GPU it was launched on and of the worker (its pid); one with num_stages 2 takes two
+    seconds (and marks that it has begun, as a hanging one does)."""
     misbehave(config)
     if config.num_stages == 2:
         if marker := os.environ.get(HANGING_MARKER):
             Path(marker).touch()
-        time.sleep(1.0)
+        time.sleep(2.0)
     return Trial(problem, config, "compile_error", error=f"device {task_device()} pid {os.getpid()}")
 
 
