@@ -12,6 +12,11 @@ compile cores shared). Then each problem's two winners are timed again side by s
 first GPU (five interleaved rounds, the median decides): the many-GPU run's winner should
 be within 1 % of the one-GPU run's. No Ray: the GPUs of one machine are driven by processes.
 
+Each run records where its time goes (autokernel.tuning.timeline): per device, the spans
+of every problem's compile waits, GPU timing and the driver's own work, the idle tail
+and the start and end of the run. The JSON holds the spans ("timeline") and their sums
+("summary"); a table of the sums per device is printed.
+
 --cpu-workers N runs the same two runs under Triton's interpreter with N worker processes
 standing for GPUs (a smoke test of the script; the times say nothing about GPUs).
 """
@@ -50,23 +55,27 @@ def problems(size: int | None, count: int) -> list:
 
 
 def one_run(label: str, probs: list, devices: list, work: Path, args) -> dict:
-    """Tune ``probs`` on ``devices`` from nothing; the wall time and each problem's winner."""
+    """Tune ``probs`` on ``devices`` from nothing; the wall time, each problem's winner and
+    where the time went."""
     from autokernel.history import History
     from autokernel.tuning import tune
     from autokernel.tuning.loop import StopRules
+    from autokernel.tuning.timeline import Timeline
 
     os.environ["AUTOKERNEL_CACHE_DIR"] = str(work / f"{label}-readings")
     os.environ["TRITON_CACHE_DIR"] = str(work / f"{label}-triton")  # the workers spawned below inherit it
     history = History(work / f"{label}.csv")
     stop = StopRules(patience=args.patience, min_gain=0.01, max_trials=args.max_trials)
+    timeline = Timeline()
     start = time.perf_counter()
     run = tune(probs, strategy=args.strategy, seed=args.seed, history=history, generations=args.max_generations,
-               per_generation=args.per_generation, stop=stop, devices=devices, command="loop")
+               per_generation=args.per_generation, stop=stop, devices=devices, command="loop", timeline=timeline)
     wall = time.perf_counter() - start
     winners = {o.problem.label(): o.result.best.config for o in run.outcomes if o.result.best is not None}
     trials = sum(len(o.result.trials) for o in run.outcomes)
     return {"label": label, "devices": [str(d) for d in devices], "wall_s": wall, "trials": trials,
-            "winners": winners, "untuned": [p.label() for p, _ in run.untuned]}
+            "winners": winners, "untuned": [p.label() for p, _ in run.untuned],
+            "summary": timeline.summary(), "timeline": timeline.as_dicts()}
 
 
 def race(probs: list, one: dict, many: dict, device, rounds: int = ROUNDS) -> list[dict]:
@@ -120,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     from autokernel import runtime
     from autokernel.tuning.fleet import Device, local_devices, parse_gpus
+    from autokernel.tuning.timeline import table
 
     try:
         if args.cpu_workers:
@@ -158,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(probs)} problems on {devices[0].name}: one device {one['wall_s']:.1f} s ({one['trials']} trials), "
           f"{len(devices)} devices {many['wall_s']:.1f} s ({many['trials']} trials): "
           f"{speedup:.2f}x faster" if speedup else "no time measured")
+    print("where the time went (seconds; busy: the share of the run timing on the device):")
+    for run in (one, many):
+        print(f"  {run['label']}:")
+        for line in table(run["summary"]):
+            print(f"    {line}")
     for r in raced:
         shown = "same config" if r.get("same") else (f"{r['ratio']:.4f}" if r["ratio"] is not None else r["why"])
         print(f"  {r['problem']}: many-device winner / one-device winner, raced: {shown}")

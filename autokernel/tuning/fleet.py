@@ -258,12 +258,11 @@ def local_devices(gpus: str | Sequence[int]) -> list[Device]:
     return [Device(torch.cuda.get_device_name(i), i, f"GPU {i}") for i in indices]
 
 
-def visible_devices_env(index: int) -> dict[str, str]:
+def visible_devices_env(index: int | Sequence[int]) -> dict[str, str]:
     """The environment that gives a worker process CUDA ordinal ``index`` of this process
-    as its only GPU (through this process's own CUDA_VISIBLE_DEVICES, where set)."""
+    as its only GPU, or several ordinals as its GPUs 0, 1, ... in that order (through this
+    process's own CUDA_VISIBLE_DEVICES, where set)."""
+    indices = [index] if isinstance(index, int) else list(index)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        ids = [v.strip() for v in visible.split(",") if v.strip()]
-        if index < len(ids):
-            return {"CUDA_VISIBLE_DEVICES": ids[index]}
-    return {"CUDA_VISIBLE_DEVICES": str(index)}
+    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else []
+    return {"CUDA_VISIBLE_DEVICES": ",".join(ids[i] if i < len(ids) else str(i) for i in indices)}

@@ -15,7 +15,6 @@ over several GPUs of this machine, ``cluster`` over the GPUs of a Ray cluster
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,8 @@ from autokernel.tuning import fleet, loop
 from autokernel.tuning.fleet import Device, Job, SharedStore, Slot
 from autokernel.tuning.loop import StopRules, TuneResult
 from autokernel.tuning.protocols import Evaluator
+from autokernel.tuning.timeline import Timeline
+from autokernel.tuning.worker import CompilePool, WorkerEvaluator, node_compile_workers
 
 if TYPE_CHECKING:
     from autokernel.tuning.strategies.base import Strategy
@@ -101,6 +102,7 @@ def tune(
     command: str = "tune",
     run_id: str | None = None,
     hooks: Hooks | None = None,
+    timeline: Timeline | None = None,
 ) -> TuneRun:
     """Tune each of ``problems`` (records.Problem) and record every trial in ``history``.
 
@@ -120,11 +122,16 @@ def tune(
         ``replay`` the actors answer from the recorded sweep.
     workers: the default evaluator's timing workers, started already (WorkerEvaluator.start:
         their start-up then overlaps the caller's).
+    timeline: where the time goes, recorded there (tuning.timeline: per device, each
+        problem's compile waits, timing and the driver's own work, the idle tail); the
+        run's span is this call, from its start to its return.
 
     Raises ValueError for a request that cannot run (an unknown strategy, a problem the
     sweep lacks, no GPU); KeyboardInterrupt passes through once every evaluator is closed,
     every trial finished before it on disk.
     """
+    if timeline is not None:
+        timeline.begin()
     hooks = hooks or Hooks()
     stop = stop or StopRules()
     if generations < 1 or per_generation < 1:
@@ -134,11 +141,14 @@ def tune(
     make_strategy = _strategy_maker(strategy, seed, model, hooks.warn, proposals=cache and seed is not None
                                     and replay is None and evaluator is None and isinstance(strategy, str))
     slots: list[Slot] = []
+    pools: list[CompilePool] = []  # the machine's compile pool, shared by its GPUs' slots
     try:
         try:
             make_strategy()  # an unknown name or a missing LLM key: refused before any work
             slots = _slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cluster, workers,
-                           hooks.warn, cluster_options or {})
+                           hooks.warn, cluster_options or {}, pools, timeline)
+            for pool in pools:  # their start-up beside the timing workers', not after the first probe
+                pool.start(min(pool.size, per_generation * len(slots)))
             for slot in slots:  # a problem the sweep lacks: refused now, not after hours of tuning
                 for problem in problems:
                     slot.evaluator.space(problem)
@@ -147,11 +157,11 @@ def tune(
     except BaseException:
         if workers is not None:
             workers.close()
-        for slot in slots:
-            slot.evaluator.close()
+        _close(slots, pools, kill=False, timeline=timeline)
         raise
     shared = SharedStore(store)
     started = time.perf_counter()
+    failed = False  # Ctrl-C or an error: the compile workers are killed, not asked to stop
     try:
         several = len(slots) > 1 or cluster is not None
         # Side by side, problems take their prior configs from the history as it stood at the
@@ -170,7 +180,10 @@ def tune(
             return False
 
         def work(slot: Slot, job: Job) -> TuneOutcome:
-            return tuner.one(slot, job.problem, job.time_left)
+            if timeline is None:
+                return tuner.one(slot, job.problem, job.time_left)
+            with timeline.job(str(slot.device), job.problem.label()):
+                return tuner.one(slot, job.problem, job.time_left)
 
         if not several:
             return _sequential(problems, slots[0], work, may_start, run_id, hooks)
@@ -181,9 +194,22 @@ def tune(
                                     "its trials so far are kept and the problem goes to another device"))
         outcomes = [o for order in sorted(report.outcomes) for o in report.outcomes[order]]
         return TuneRun(outcomes, run_id, [(j.problem, j.device_name) for j in report.skipped], report.lost)
+    except BaseException:
+        failed = True
+        raise
     finally:
-        for slot in slots:
-            slot.evaluator.close()
+        _close(slots, pools, kill=failed, timeline=timeline)
+
+
+def _close(slots: Sequence[Slot], pools: Sequence[CompilePool], *, kill: bool, timeline: Timeline | None) -> None:
+    """Close every slot's evaluator, then the shared compile pools (at once with ``kill``); the
+    timeline's run ends here."""
+    for slot in slots:
+        slot.evaluator.close()
+    for pool in pools:
+        pool.close(kill=kill)
+    if timeline is not None:
+        timeline.end()
 
 
 def _sequential(problems, slot: Slot, work, may_start, run_id: str, hooks: Hooks) -> TuneRun:
@@ -272,8 +298,19 @@ def _strategy_maker(strategy, seed, model, warn, *, proposals: bool) -> "Callabl
 
 
 def _slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cluster, workers, warn,
-           cluster_options: dict) -> list[Slot]:
-    """The devices of the run, each with its evaluator."""
+           cluster_options: dict, pools: list[CompilePool], timeline: Timeline | None) -> list[Slot]:
+    """The devices of the run, each with its evaluator; a compile pool the GPUs of this
+    machine share goes to ``pools`` (the caller closes it), and each device to ``timeline``."""
+    slots = _made_slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cluster, workers, warn,
+                        cluster_options, pools, timeline)
+    if timeline is not None:
+        for slot in slots:
+            timeline.device(str(slot.device))
+    return slots
+
+
+def _made_slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cluster, workers, warn,
+                cluster_options: dict, pools: list[CompilePool], timeline: Timeline | None) -> list[Slot]:
     if sum(x is not None for x in (evaluator, replay)) > 1:
         raise ValueError("give an evaluator or a replay file, not both")
     if cluster is not None:
@@ -291,7 +328,7 @@ def _slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cl
             return [_labelled(Device(""), ReplayEvaluator(replay))]
         if evaluator is not None:
             return [_labelled(Device(""), evaluator)]
-        return [local_slot(None, cache, timeout_s, workers=workers, on_error=warn)]
+        return [local_slot(None, cache, timeout_s, workers=workers, on_error=warn, timeline=timeline)]
     if replay is not None or evaluator is not None or workers is not None:
         raise ValueError("--gpus runs candidates on this machine's GPUs: --replay does not apply")
     devices = list(devices) if devices is not None else fleet.local_devices(gpus)
@@ -301,7 +338,15 @@ def _slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_for, cl
     if len(models) > 1:  # the search space is read from the driver's GPU: one model per run here
         raise ValueError(f"--gpus: the GPUs differ ({'; '.join(f'{d} is {d.name}' for d in devices)}); give GPUs of "
                          "one model, or run on a Ray cluster (--cluster), where each model is tuned on its own")
-    return [local_slot(d, cache, timeout_s, share=len(devices), on_error=warn) for d in devices]
+    from autokernel import runtime
+
+    pool = None
+    if not runtime.INTERPRETER and all(d.index is not None for d in devices):  # the interpreter compiles nothing
+        pool = CompilePool(node_compile_workers(len(devices)),
+                           env=fleet.visible_devices_env([d.index for d in devices]))
+        pools.append(pool)
+    return [local_slot(d, cache, timeout_s, compile_pool=pool, compile_device=i if pool else None, on_error=warn,
+                       timeline=timeline) for i, d in enumerate(devices)]
 
 
 def _labelled(device: Device, evaluator: Evaluator) -> Slot:
@@ -314,25 +359,28 @@ def _labelled(device: Device, evaluator: Evaluator) -> Slot:
     return Slot(device, evaluator, name, evaluator.timing or timing_label())
 
 
-def local_slot(device: Device | None, cache: bool, timeout_s: float, *, workers=None, share: int = 1,
-               on_error: Callable[[str], None] | None = None) -> Slot:
+def local_slot(device: Device | None, cache: bool, timeout_s: float, *, workers=None,
+               compile_pool: CompilePool | None = None, compile_device: int | None = None,
+               on_error: Callable[[str], None] | None = None, timeline: Timeline | None = None) -> Slot:
     """A slot on this machine: timing workers (``workers``, started already, or new ones
-    given ``device``'s GPU alone, their compile workers a ``share``-th of the cores), their
-    readings kept and reused with ``cache``."""
+    given ``device``'s GPU alone, compiling in ``compile_pool`` on its GPU ``compile_device``
+    where the machine's GPUs share one), their readings kept and reused with ``cache``;
+    their phases go to ``timeline``."""
     from autokernel import runtime
     from autokernel.timing import timing_label
     from autokernel.tuning.readings import CachingEvaluator, ReadingCache, cache_dir, environment
-    from autokernel.tuning.worker import MAX_COMPILE_WORKERS, WorkerEvaluator
 
     if workers is None:
-        env = compile_workers = None
+        env = None
         if device is not None and device.index is not None:
             env = fleet.visible_devices_env(device.index)
-            if not runtime.INTERPRETER:  # the GPUs' compile workers share the cores, not one set each
-                compile_workers = max(1, min(os.cpu_count() or 1, MAX_COMPILE_WORKERS) // max(1, share))
-        workers = WorkerEvaluator(timeout_s=timeout_s, env=env, compile_workers=compile_workers)
+        workers = WorkerEvaluator(timeout_s=timeout_s, env=env, compile_pool=compile_pool,
+                                  compile_device=compile_device)
         workers.start()
     name = device.name if device is not None and device.name else runtime.device_name()
+    slot_device = device or Device(name)
+    if timeline is not None:
+        workers.on_phase = timeline.recorder(str(slot_device))
     timing = timing_label()
     readings = ReadingCache(cache_dir(), environment(name, timing), on_error=on_error)
-    return Slot(device or Device(name), CachingEvaluator(workers, readings, reuse=cache), name, timing)
+    return Slot(slot_device, CachingEvaluator(workers, readings, reuse=cache), name, timing)

@@ -19,6 +19,10 @@ interpreter there is nothing to compile: the timing worker alone runs each candi
 The cuBLAS baseline (``baseline``) is measured in the timing worker too: the main process
 never starts a CUDA context.
 
+Several GPUs of one machine (``tune(gpus=...)``) each have a timing worker and share one
+CompilePool: its size is set once for the machine, any free worker takes the next
+candidate of whichever GPU waits, and it launches the candidate on that GPU.
+
 This module imports neither torch nor Triton (the workers do, as they start): a caller
 can start the timing worker (``start``) before it imports them itself, and the two
 imports, seconds each, overlap.
@@ -32,6 +36,7 @@ import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import queue
 import signal
 import sys
 import threading
@@ -176,8 +181,13 @@ class WorkerEvaluator(EvaluatorBase):
             several configs side by side; default race_candidates, or ``evaluate_fn`` of
             each config in turn where an evaluate_fn is given.
         compile_workers: at most this many compile workers, started as candidates need
-            compiling; default one per CPU core (at most 16) on a GPU, and none under the
-            interpreter, where there is nothing to compile (nor to probe).
+            compiling; default one per CPU core but the timing worker's (at most 16) on a
+            GPU, and none under the interpreter, where there is nothing to compile (nor to
+            probe).
+        compile_pool: the compile workers of the machine, shared with the other GPUs'
+            evaluators (CompilePool), instead of a pool of this evaluator's own; its
+            candidates run there on GPU ``compile_device`` (an ordinal among the pool's
+            GPUs). The pool is its owner's to close.
         timeout_s: seconds one candidate may take in the timing worker (its result is a
             "timeout" Trial after that); compile_timeout_s the same in a compile worker
             (default: timeout_s).
@@ -185,6 +195,10 @@ class WorkerEvaluator(EvaluatorBase):
             no start-up (importing torch and Triton takes seconds).
         env: environment variables set in every worker before it imports torch (e.g.
             CUDA_VISIBLE_DEVICES, to give its workers one GPU of several).
+        on_phase: told ``(kind, start, end)`` (time.perf_counter seconds) of each phase
+            of every call: "start" (waiting for the timing worker to come up), "probe",
+            "compile" (waiting for compiles) and "timing" (the timing worker measuring,
+            re-timing or measuring cuBLAS); a Timeline's recorder.
 
     ``on_trial`` gets each trial as soon as it is final: on a GPU the probe's and the
     compile phase's failures come first, then the timed trials in the order given. The returned list
@@ -200,10 +214,13 @@ class WorkerEvaluator(EvaluatorBase):
         probe_fn: CandidateFn | None = None,
         race_fn: Callable | None = None,
         compile_workers: int | None = None,
+        compile_pool: "CompilePool | None" = None,
+        compile_device: int | None = None,
         timeout_s: float = TIMEOUT_S,
         compile_timeout_s: float | None = None,
         spare: bool = True,
         env: dict[str, str] | None = None,
+        on_phase: Callable[[str, float, float], None] | None = None,
     ) -> None:
         compile_timeout_s = timeout_s if compile_timeout_s is None else compile_timeout_s
         if timeout_s <= 0 or compile_timeout_s <= 0:
@@ -216,12 +233,19 @@ class WorkerEvaluator(EvaluatorBase):
                       measure_baseline, race_fn)  # indexed by _EVALUATE, _PROBE, _BASELINE, _RACE
         self._env = dict(env or {})
         self._timing = _Pool(timing_fns, 1, lost_status="runtime_error", name="timing", spare=spare, env=self._env)
+        if compile_pool is not None and (compile_fn is not None or compile_workers is not None):
+            raise ValueError("a shared compile pool has its own compile_fn and size")
         self._compile_fn = compile_fn or compile_candidate
         self._compile_workers = compile_workers  # None: decided at the first evaluate (see _compile_pool)
-        self._compile: _Pool | None = None
+        self._shared = compile_pool
+        self._compile_device = compile_device
+        self._compile: CompilePool | None = None  # this evaluator's own
+        self._aborted = threading.Event()
+        self.on_phase = on_phase
         self.phase_s: dict[str, float] = {}
-        """Wall seconds of the last call's phases: "probe" and "compile" (GPU only; "compile"
-        when some candidate needed it) and "timing"."""
+        """Wall seconds of the last call's phases: "start" (waiting for the timing worker to
+        come up), "probe" and "compile" (GPU only; "compile" when some candidate needed it)
+        and "timing"."""
 
     def start(self) -> None:
         """Start the timing worker now, so that its start-up (importing torch and Triton:
@@ -248,18 +272,18 @@ class WorkerEvaluator(EvaluatorBase):
         tasks = [(i, problem, config) for i, config in enumerate(configs)]
         self.phase_s = {}
         with self._killed_on_error():
-            if self._compile_pool() is not None and tasks:
-                start = time.perf_counter()
-                self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
-                self.phase_s["probe"] = time.perf_counter() - start
+            self._wait_for_timing_worker()
+            pool = self._compile_pool()
+            if pool is not None and tasks:
+                with self._phase("probe"):
+                    self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
                 if uncompiled:
-                    start = time.perf_counter()
-                    self._compile.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled)
-                    self.phase_s["compile"] = time.perf_counter() - start
+                    with self._phase("compile"):
+                        pool.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled,
+                                 device=self._compile_device, stop=self._aborted)
                 tasks = [task for task in tasks if trials[task[0]] is None]
-            start = time.perf_counter()
-            self._timing.run(tasks, self.timeout_s, final, kind=_EVALUATE)
-            self.phase_s["timing"] = time.perf_counter() - start
+            with self._phase("timing"):
+                self._timing.run(tasks, self.timeout_s, final, kind=_EVALUATE)
         return trials  # type: ignore[return-value]  # every index was filled
 
     def retime(self, problem: Problem, configs: Sequence[KernelConfig], on_trial: OnTrial | None = None) -> list[Trial]:
@@ -289,7 +313,9 @@ class WorkerEvaluator(EvaluatorBase):
 
         if configs:
             with self._killed_on_error():
-                self._timing.run([(0, problem, tuple(configs))], self.timeout_s * len(configs), split, kind=_RACE)
+                self._wait_for_timing_worker()
+                with self._phase("timing"):
+                    self._timing.run([(0, problem, tuple(configs))], self.timeout_s * len(configs), split, kind=_RACE)
         return trials  # type: ignore[return-value]
 
     def baseline(self, problem: Problem, on_trial: OnTrial | None = None) -> Trial:
@@ -302,16 +328,23 @@ class WorkerEvaluator(EvaluatorBase):
             _finisher(trials, on_trial)(index, trial)
 
         with self._killed_on_error():
-            self._timing.run([(0, problem, None)], self.timeout_s, final, kind=_BASELINE)
+            self._wait_for_timing_worker()
+            with self._phase("timing"):
+                self._timing.run([(0, problem, None)], self.timeout_s, final, kind=_BASELINE)
         return trials[0]  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Stop the workers (a later evaluate starts new ones)."""
+        """Stop the workers (a later evaluate starts new ones, an aborted evaluator too)."""
         for pool in self._pools():
             pool.close()
+        self._compile = None
+        self._aborted.clear()
 
     def abort(self) -> None:
-        """Kill the workers now, a candidate under way included (the run was cancelled)."""
+        """Kill the workers now, a candidate under way included (the run was cancelled); a
+        batch waiting on a shared compile pool is dropped, and until ``close`` this
+        evaluator asks it for no more."""
+        self._aborted.set()
         for pool in self._pools():
             pool.close(kill=True)
 
@@ -321,29 +354,50 @@ class WorkerEvaluator(EvaluatorBase):
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def _compile_pool(self) -> "_Pool | None":
-        """The compile workers' pool (none started yet): by default one worker per CPU core
-        (at most 16) on a GPU, and none under the interpreter. Decided on first use, when
-        torch is imported anyway (where kernels run is torch's to say)."""
+    def _compile_pool(self) -> "CompilePool | None":
+        """Where candidates compile: the shared pool, else this evaluator's own (none started
+        yet), by default node_compile_workers() on a GPU and none under the interpreter.
+        Decided on first use, when torch is imported anyway (where kernels run is torch's
+        to say)."""
+        if self._shared is not None:
+            return self._shared
         if self._compile_workers is None:
             from autokernel import runtime
 
-            self._compile_workers = 0 if runtime.INTERPRETER else min(os.cpu_count() or 1, MAX_COMPILE_WORKERS)
+            self._compile_workers = 0 if runtime.INTERPRETER else node_compile_workers()
         if self._compile is None and self._compile_workers > 0:
-            self._compile = _Pool((self._compile_fn,), self._compile_workers, lost_status="compile_error",
-                                  name="compile", env=self._env)
+            self._compile = CompilePool(self._compile_workers, compile_fn=self._compile_fn, env=self._env)
         return self._compile
 
-    def _pools(self) -> list["_Pool"]:
+    def _pools(self) -> list:
+        """The pools this evaluator owns (a shared compile pool is its owner's to close)."""
         return [self._timing] + ([self._compile] if self._compile is not None else [])
+
+    def _wait_for_timing_worker(self) -> None:
+        """Wait for the timing worker to come up, as a phase of its own ("start")."""
+        if not self._timing.ready():
+            with self._phase("start"):
+                self._timing.wait_ready()
+
+    @contextlib.contextmanager
+    def _phase(self, kind: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            end = time.perf_counter()
+            self.phase_s[kind] = self.phase_s.get(kind, 0.0) + end - start
+            if self.on_phase is not None:
+                self.on_phase(kind, start, end)
 
     @contextlib.contextmanager
     def _killed_on_error(self) -> Iterator[None]:
         try:
             yield
         except BaseException:  # Ctrl-C included: no worker outlives the run
-            for pool in self._pools():
+            for pool in self._pools():  # (a shared compile pool dropped this call's batch)
                 pool.close(kill=True)
+            self._compile = None
             raise
 
 
@@ -368,8 +422,9 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 
 def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...],
            env: dict[str, str] | None = None) -> None:
-    """A worker's loop: for each (kind, problem, config) received, send back (result,
-    healthy), the result of ``fns[kind](problem, config)``.
+    """A worker's loop: for each (kind, problem, config, device) received, send back
+    (result, healthy), the result of ``fns[kind](problem, config)`` run on CUDA ordinal
+    ``device`` (None: the worker's only GPU, or none).
 
     A Python exception from ``fn`` becomes a failed Trial here. ``healthy`` is False when
     the CUDA context is broken afterwards; the worker then stops and is replaced.
@@ -388,8 +443,9 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-        kind, problem, config = task
+        kind, problem, config, device = task
         try:
+            _use_device(device)
             result = fns[kind](problem, config)
         except Exception as exc:
             result = _raised_trial(problem, config, exc)
@@ -397,6 +453,27 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
         conn.send((result, healthy))
         if not healthy:
             return
+
+
+_task_device: int | None = None
+
+
+def task_device() -> int | None:
+    """In a worker: the CUDA ordinal (among the worker's visible GPUs) its task under way
+    runs on, where its pool serves several GPUs (CompilePool); else None."""
+    return _task_device
+
+
+def _use_device(device: int | None) -> None:
+    """Make ``device`` the current CUDA device of this worker for the next task (a shared
+    compile worker launches each candidate on the GPU that asked for it)."""
+    global _task_device
+    _task_device = device
+    if device is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.set_device(device)
 
 
 def _cuda_healthy() -> bool:
@@ -442,8 +519,8 @@ class _Worker:
         self.task: _Task | None = None
         self.deadline = time.monotonic() + START_TIMEOUT_S
 
-    def submit(self, task: _Task, timeout: float, kind: int) -> None:
-        self.conn.send((kind, *task[1:]))
+    def submit(self, task: _Task, timeout: float, kind: int, device: int | None = None) -> None:
+        self.conn.send((kind, *task[1:], device))
         self.task = task
         self.deadline = time.monotonic() + timeout
 
@@ -525,6 +602,27 @@ class _Pool:
                 elif time.monotonic() >= w.deadline:
                     self._expire(w, emit, timeout)
 
+    def ready(self) -> bool:
+        """True when a worker is started and every started one is up."""
+        return bool(self._workers) and all(w.ready for w in self._workers)
+
+    def wait_ready(self) -> None:
+        """Have one worker at least started, and wait until every started one is ready."""
+        self.grow(1)
+        while starting := [w for w in self._workers if not w.ready]:
+            wait_s = max(0.0, min(w.deadline for w in starting) - time.monotonic())
+            readable = multiprocessing.connection.wait([w.conn for w in starting], timeout=wait_s)
+            for w in starting:
+                if w.conn in readable:
+                    self._receive(w, _nothing_to_emit)
+                elif time.monotonic() >= w.deadline:
+                    self._expire(w, _nothing_to_emit, START_TIMEOUT_S)
+
+    def discard(self, w: _Worker) -> None:
+        """Kill ``w`` and start none in its place (the pool grows again as tasks need)."""
+        w.stop(kill=True)
+        self._workers.remove(w)
+
     def close(self, kill: bool = False) -> None:
         workers = self._workers + ([self._spare] if self._spare else [])
         if not kill:
@@ -581,8 +679,207 @@ class _Pool:
                                 f"no result within {timeout:g} s; the {self._name} worker was killed"))
 
 
+def _nothing_to_emit(index, result) -> None:
+    raise AssertionError("a worker still starting has no task")
+
+
 def _lost_trial(problem: Problem, config: KernelConfig | None, status: str, error: str) -> Trial:
     """The failed Trial of a candidate whose worker was lost."""
     from autokernel.timing import timing_label
 
     return Trial(problem, config, status, timing=timing_label(), error=error, note=WORKER_LOST)
+
+
+# --- the compile pool of one machine ------------------------------------------------------
+
+
+def node_compile_workers(timing_workers: int = 1, cores: int | None = None) -> int:
+    """How many compile workers one machine runs beside ``timing_workers`` timing workers
+    (one per GPU): one per core they leave, at least one, at most MAX_COMPILE_WORKERS."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, min(cores - timing_workers, MAX_COMPILE_WORKERS))
+
+
+_POLL_S = 0.1
+"""How often a caller waiting on the compile pool looks up (Ctrl-C, an abort)."""
+_STOPPED = object()
+
+
+class _Batch:
+    """One caller's candidates in the compile pool: the tasks still waiting for a worker,
+    how many are on one, and where their results go."""
+
+    def __init__(self, seq: int, tasks: Sequence[_Task], timeout: float, device: int | None) -> None:
+        self.seq, self.timeout, self.device = seq, timeout, device
+        self.pending = deque(tasks)
+        self.running = 0
+        self.results: queue.SimpleQueue = queue.SimpleQueue()
+
+
+class CompilePool:
+    """The compile workers of one machine, shared by the timing workers of its GPUs.
+
+    Its size is set once for the machine (node_compile_workers: one worker per core the
+    timing workers leave); each GPU's WorkerEvaluator hands its candidates to ``run``
+    from its own thread, and every free worker takes the next candidate, whichever GPU
+    asked. A GPU waiting here is idle, so a free worker serves the batch with the fewest
+    candidates still waiting first (its GPU goes back to timing soonest); the order of
+    arrival breaks ties. The workers see every GPU of the run (``env``) and launch each
+    candidate on the GPU that asked (``device``, an ordinal among those), never beside
+    another GPU's measurement; the binaries land in Triton's on-disk cache, which every
+    worker shares with the timing workers (TRITON_CACHE_DIR, inherited from this
+    process), so the timing worker of that GPU loads them from there.
+
+    One thread of the pool drives the worker processes; ``run`` waits for its batch and
+    hands each result to ``emit`` in the caller's thread. A ``run`` left by an exception
+    (Ctrl-C, the caller's own error) or by ``stop`` being set cancels its batch: its
+    candidates still waiting are dropped and the workers on its candidates killed. After
+    ``close`` (or a worker that cannot start) a waiting ``run`` raises WorkerError.
+    """
+
+    def __init__(self, size: int, *, compile_fn: CandidateFn | None = None, env: dict[str, str] | None = None,
+                 name: str = "compile") -> None:
+        if size < 1:
+            raise ValueError(f"a compile pool needs one worker at least, got {size}")
+        self.size = size
+        self._pool = _Pool((compile_fn or compile_candidate,), size, lost_status="compile_error", name=name,
+                           env=dict(env or {}))
+        self._lock = threading.Lock()
+        self._batches: dict[int, _Batch] = {}  # the batches someone waits for
+        self._seq = 0
+        self._want = 0  # workers asked for by ``start``
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
+        self._closed: str | None = None  # why no batch is taken any more
+
+    def start(self, n: int) -> None:
+        """Start ``n`` workers (at most ``size``) before any candidate needs them, so that their
+        start-up (importing torch and Triton) overlaps the timing workers'."""
+        with self._lock:
+            self._open()
+            self._want = max(self._want, n)
+        self._wake()
+
+    def run(self, tasks: Sequence[_Task], timeout: float, emit: Callable[[int, "Trial | None"], None], *,
+            device: int | None = None, stop: threading.Event | None = None) -> None:
+        """Compile ``tasks`` (as _Pool.run) on the workers' GPU ``device``; ``emit(index, result)``
+        in this thread as each ends."""
+        if not tasks:
+            return
+        with self._lock:
+            self._open()
+            batch = _Batch(self._seq, tasks, timeout, device)
+            self._seq += 1
+            self._batches[batch.seq] = batch
+        self._wake()
+        left = len(tasks)
+        try:
+            while left:
+                if stop is not None and stop.is_set():
+                    raise WorkerError("the compile workers were stopped")
+                try:
+                    item = batch.results.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if item is _STOPPED:
+                    raise WorkerError(self._closed or "the compile workers were stopped")
+                left -= 1
+                emit(*item)
+        finally:
+            with self._lock:
+                self._batches.pop(batch.seq, None)
+            if left:
+                self._wake()  # the pool's thread kills the workers on its candidates
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the workers (at once with ``kill``); a ``run`` still waiting raises WorkerError."""
+        with self._lock:
+            if self._closed is None:
+                self._closed = "the compile workers were stopped"
+            thread = self._thread
+        self._wake()
+        if thread is not None:
+            thread.join()
+        self._pool.close(kill=kill)
+        self._stop_batches()
+        with self._lock:
+            self._wake_w.close()
+            self._wake_r.close()
+
+    def _open(self) -> None:
+        """Refuse work once closed; start the pool's thread at its first work."""
+        if self._closed is not None:
+            raise WorkerError(self._closed)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="autokernel-compile-pool", daemon=True)
+            self._thread.start()
+
+    def _wake(self) -> None:
+        with self._lock:
+            if not self._wake_w.closed:
+                self._wake_w.send_bytes(b".")
+
+    def _stop_batches(self) -> None:
+        with self._lock:
+            batches = list(self._batches.values())
+        for batch in batches:
+            batch.results.put(_STOPPED)
+
+    def _serve(self) -> None:
+        try:
+            while self._step():
+                pass
+        except BaseException as exc:  # noqa: BLE001  (a worker that cannot start: every caller hears it)
+            with self._lock:
+                self._closed = str(exc) or type(exc).__name__
+            self._pool.close(kill=True)
+            self._stop_batches()
+
+    def _step(self) -> bool:
+        """Hand free workers the next candidates, then wait for a result, a deadline or news;
+        False once closed."""
+        pool = self._pool
+        with self._lock:
+            if self._closed is not None:
+                return False
+            batches = dict(self._batches)
+            want = max(self._want, sum(len(b.pending) + b.running for b in batches.values()))
+        for w in list(pool._workers):  # on a candidate of a cancelled batch: no one waits for it
+            if w.task is not None and w.task[0][0] not in batches:
+                pool.discard(w)
+        pool.grow(want)
+        for w in list(pool._workers):
+            if not (w.ready and w.task is None):
+                continue
+            waiting = [b for b in batches.values() if b.pending]
+            if not waiting:
+                break
+            batch = min(waiting, key=lambda b: (len(b.pending), b.seq))
+            index, problem, config = batch.pending.popleft()
+            try:
+                w.submit(((batch.seq, index), problem, config), batch.timeout, 0, batch.device)
+            except OSError:  # it died while idle: no candidate's fault, so run the task again
+                batch.pending.appendleft((index, problem, config))
+                pool._replace(w)
+                continue
+            batch.running += 1
+        busy = [w for w in pool._workers if w.task is not None or not w.ready]
+        wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic()) if busy else None
+        readable = multiprocessing.connection.wait([self._wake_r] + [w.conn for w in busy], timeout=wait_s)
+        if self._wake_r in readable:
+            while self._wake_r.poll():
+                self._wake_r.recv_bytes()
+
+        def deliver(key: tuple[int, int], result) -> None:
+            seq, index = key
+            batch = batches[seq]
+            batch.running -= 1
+            batch.results.put((index, result))
+
+        for w in busy:
+            if w.conn in readable:
+                pool._receive(w, deliver)
+            elif time.monotonic() >= w.deadline:
+                timeout = batches[w.task[0][0]].timeout if w.task is not None else START_TIMEOUT_S
+                pool._expire(w, deliver, timeout)
+        return True

@@ -116,6 +116,17 @@ def test_multi_gpu_compares_one_device_with_two(tmp_path):
     assert [r["problem"] for r in result["race"]] == result["problems"]
     assert all(r["ratio"] is not None and r["ratio"] > 0 for r in result["race"])
     assert "2 devices" in proc.stdout and "raced" in proc.stdout
+    # where the time went: per device, spans end to end from the start of the run, the
+    # timing worker's phases among them; their sums printed as a table
+    for run in ("one", "many"):
+        spans, summary = result[run]["timeline"], result[run]["summary"]
+        assert sorted(summary) == sorted(result[run]["devices"])
+        for device in result[run]["devices"]:
+            mine = [s for s in spans if s["device"] == device]
+            assert mine[0]["start"] == 0 and all(a["end"] == b["start"] for a, b in zip(mine, mine[1:]))
+            assert {"timing", "driver"} <= {s["kind"] for s in mine}
+            assert sum(summary[device]["seconds"].values()) == pytest.approx(summary[device]["wall_s"])
+    assert "busy" in proc.stdout and "worker 1" in proc.stdout.split("many:")[1]
 
 
 def test_multi_gpu_refuses_one_device():

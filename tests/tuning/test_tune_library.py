@@ -17,6 +17,7 @@ from autokernel.tuning.fleet import Device, parse_gpus, schedule
 from autokernel.tuning.replay import ReplayEvaluator
 from autokernel.tuning.run import Hooks
 from autokernel.tuning.space import config_key
+from autokernel.tuning.timeline import KINDS, Timeline, table
 from autokernel.tuning.strategies import STRATEGIES, StrategyBase, make_strategy, register_strategy
 from tests.helpers import synthetic_sweep
 
@@ -284,3 +285,85 @@ def test_gpus_of_two_models_on_one_machine_are_refused(tmp_path, monkeypatch):
     with pytest.raises(RequestError, match="the GPUs differ .*GPU 1 is NVIDIA A100"):
         tune(PROBLEMS[:1], strategy="random", gpus="all", history=tmp_path / "h.csv")
     assert not (tmp_path / "h.csv").exists()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_timeline_cuts_each_device_run_into_spans():
+    clock = FakeClock()
+    timeline = Timeline(clock)
+    on_a = timeline.recorder("A")
+    clock.now = 1.0
+    with timeline.job("A", "p1"):
+        on_a("compile", 1.5, 2.5)
+        on_a("timing", 2.5, 4.0)
+        clock.now = 5.0
+    with timeline.job("A", "p2"):
+        clock.now = 7.0
+    clock.now = 1.0
+    with timeline.job("B", "p3"):
+        clock.now = 10.0
+    clock.now = 11.0
+    timeline.end()
+    got = [(s.device, s.kind, s.start, s.end, s.problem) for s in timeline.spans()]
+    assert got == [
+        ("A", "setup", 0.0, 1.0, None), ("A", "driver", 1.0, 1.5, "p1"), ("A", "compile", 1.5, 2.5, "p1"),
+        ("A", "timing", 2.5, 4.0, "p1"), ("A", "driver", 4.0, 5.0, "p1"), ("A", "driver", 5.0, 7.0, "p2"),
+        ("A", "tail", 7.0, 10.0, None), ("A", "close", 10.0, 11.0, None),
+        ("B", "setup", 0.0, 1.0, None), ("B", "driver", 1.0, 10.0, "p3"), ("B", "close", 10.0, 11.0, None)]
+    summary = timeline.summary()
+    assert summary["A"]["busy"] == pytest.approx(1.5 / 11) and summary["A"]["seconds"]["tail"] == 3.0
+    assert summary["A"]["jobs"] == [("p1", 4.0), ("p2", 2.0)]
+    lines = table(summary)
+    assert len(lines) == 3 and lines[1].startswith("A") and "14%" in lines[1]
+
+
+class Phased(Gated):
+    """A replayed device that reports its batches as timing phases, as the timing worker does."""
+
+    def __init__(self, *args, on_phase) -> None:
+        super().__init__(*args)
+        self.on_phase = on_phase
+
+    def evaluate(self, problem, configs, on_trial=None):
+        import time
+
+        start = time.perf_counter()
+        try:
+            return super().evaluate(problem, configs, on_trial)
+        finally:
+            self.on_phase("timing", start, time.perf_counter())
+
+
+def test_a_run_on_two_devices_records_where_its_time_went(sweep4, tmp_path):
+    """Each device's spans follow each other from the call to its return, and every
+    problem's job is there, on the device that tuned it."""
+    import time
+
+    timeline = Timeline()
+    open_gate = threading.Event()
+    open_gate.set()
+    devices = [Device("Fake GPU", 0), Device("Fake GPU", 1)]
+    start = time.perf_counter()
+    run = tune(PROBLEMS, strategy="random", seed=2, history=tmp_path / "h.csv", generations=2, per_generation=2,
+               devices=devices, timeline=timeline,
+               evaluator_for=lambda d: Phased(sweep4, d.name, open_gate, on_phase=timeline.recorder(str(d))))
+    wall = time.perf_counter() - start
+    spans = timeline.spans()
+    assert {s.device for s in spans} == {"GPU 0", "GPU 1"} and {s.kind for s in spans} <= set(KINDS)
+    for device in ("GPU 0", "GPU 1"):
+        mine = [s for s in spans if s.device == device]
+        assert mine[0].start == 0.0 and all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(s.end > s.start for s in mine)
+        assert mine[-1].end == pytest.approx(wall, abs=0.05)
+        assert any(s.kind == "timing" for s in mine)
+    tuned = {(str(o.problem.label())) for o in run.outcomes}
+    jobs = [p for row in timeline.summary().values() for p, _ in row["jobs"]]
+    assert sorted(jobs) == sorted(tuned) and len(jobs) == len(PROBLEMS)
+    assert timeline.as_dicts()[0].keys() == {"device", "kind", "start", "end", "problem"}

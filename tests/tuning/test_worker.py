@@ -20,7 +20,7 @@ from autokernel.history import is_retimed
 from autokernel.records import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
 from autokernel.tuning.replay import ReplayEvaluator
-from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, WorkerEvaluator
+from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, CompilePool, WorkerError, WorkerEvaluator, task_device
 from tests.helpers import BIG_SHAPE
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
@@ -165,7 +165,7 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     with WorkerEvaluator(evaluate_fn=flaky_evaluate, compile_fn=flaky_compile, probe_fn=uncompiled,
                          compile_workers=2, spare=False) as evaluator:
         trials = evaluator.evaluate(PROBLEM, configs, on_trial=seen.append)
-        assert set(evaluator.phase_s) == {"probe", "compile", "timing"}
+        assert set(evaluator.phase_s) - {"start"} == {"probe", "compile", "timing"}
     assert [t.status for t in trials] == ["success", "compile_error", "compile_error", "success"]
     assert trials[1].error == "CompilationError: at 1:2: a bad candidate"
     assert "compile worker died (exit code 1)" in trials[2].error
@@ -202,10 +202,167 @@ def test_a_rerun_whose_candidates_are_all_cached_starts_no_compile_worker():
                          spare=False) as evaluator:
         evaluator.start()  # the timing worker only
         trials = evaluator.evaluate(PROBLEM, configs)
-        assert set(evaluator.phase_s) == {"probe", "timing"}
+        assert set(evaluator.phase_s) - {"start"} == {"probe", "timing"}
         assert compile_workers_alive() == []
     assert [t.status for t in trials] == ["success", "success"]
     assert all(t.rel_error <= 1e-4 for t in trials)
+
+
+def device_noting_compile(problem: Problem, config: KernelConfig) -> Trial | None:
+    """A shared compile worker's task: misbehave, else fail the candidate with a note of
+    the GPU it was launched on and of the worker (its pid); one with num_stages 2 takes two
+    seconds (and marks that it has begun, as a hanging one does)."""
+    misbehave(config)
+    if config.num_stages == 2:
+        if marker := os.environ.get(HANGING_MARKER):
+            Path(marker).touch()
+        time.sleep(2.0)
+    return Trial(problem, config, "compile_error", error=f"device {task_device()} pid {os.getpid()}")
+
+
+def test_two_evaluators_share_one_compile_pool():
+    """Two GPUs' evaluators, each in its thread, hand their candidates to one pool of two
+    workers: each gets its own results, launched on its own GPU, and no third worker starts."""
+    configs = [GOOD.model_copy(update={"block_k": bk}) for bk in (16, 32, 64)]
+    pool = CompilePool(2, compile_fn=device_noting_compile)
+    results: dict[int, list[Trial]] = {}
+    alive: list[int] = []
+    evaluators = [WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                                  compile_device=d, spare=False) for d in (0, 1)]
+    try:
+
+        def tune_on(d: int) -> None:
+            results[d] = evaluators[d].evaluate(PROBLEM, configs)
+            alive.append(len(compile_workers_alive()))
+
+        threads = [threading.Thread(target=tune_on, args=(d,)) for d in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for ev in evaluators:
+            ev.close()
+        assert compile_workers_alive() and max(alive) <= 2  # the evaluators leave the pool to its owner
+    finally:
+        for ev in evaluators:
+            ev.close()
+        pool.close()
+    assert compile_workers_alive() == []
+    pids = set()
+    for d in (0, 1):
+        assert [t.config for t in results[d]] == configs
+        assert all(t.status == "compile_error" and t.error.startswith(f"device {d} ") for t in results[d])
+        pids |= {t.error.split()[-1] for t in results[d]}
+    assert len(pids) <= 2
+    with pytest.raises(WorkerError, match="stopped"):  # closed: it takes no more
+        pool.run([(0, PROBLEM, GOOD)], TIMEOUT_S, lambda i, r: None)
+
+
+def test_the_compile_pool_serves_the_batch_nearest_its_end_first(tmp_path, monkeypatch):
+    """One worker, a batch of three under way when a batch of one comes: the one goes next
+    (its GPU is back to timing soonest), then the rest of the three."""
+    started = tmp_path / "started"
+    monkeypatch.setenv(HANGING_MARKER, str(started))
+    slow = [GOOD.model_copy(update={"num_stages": 2, "block_k": bk}) for bk in (16, 32, 64)]
+    done: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def emit(name):
+        def record(index, result):
+            with lock:
+                done.append((name, index))
+        return record
+
+    pool = CompilePool(1, compile_fn=device_noting_compile)
+    try:
+        three = threading.Thread(target=pool.run, args=([(i, PROBLEM, c) for i, c in enumerate(slow)], 60,
+                                                        emit("three")))
+        three.start()
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pool.run([(0, PROBLEM, slow[0])], 60, emit("one"))
+        three.join(60)
+    finally:
+        pool.close()
+    assert done == [("three", 0), ("one", 0), ("three", 1), ("three", 2)]
+
+
+def test_an_aborted_evaluator_leaves_the_shared_pool_to_the_others(tmp_path, monkeypatch):
+    """An evaluator aborted while its candidate hangs in the shared pool: its evaluate
+    raises at once, the hanging worker is killed, and the other GPU's evaluator compiles on."""
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))
+    pool = CompilePool(2, compile_fn=device_noting_compile)
+    stuck = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                            compile_device=0, spare=False, timeout_s=300)
+    other = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                            compile_device=1, spare=False)
+    try:
+        raised: list[BaseException] = []
+
+        def run_stuck() -> None:
+            try:
+                stuck.evaluate(PROBLEM, [candidate("hang")])
+            except BaseException as exc:  # noqa: BLE001
+                raised.append(exc)
+
+        thread = threading.Thread(target=run_stuck)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not hanging.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        hung = set(compile_workers_alive())
+        start = time.monotonic()
+        stuck.abort()
+        thread.join(30)
+        assert not thread.is_alive() and time.monotonic() - start < 10
+        assert len(raised) == 1 and isinstance(raised[0], WorkerError)
+        deadline = time.monotonic() + 10
+        while any(p.is_alive() for p in hung) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(p.is_alive() for p in hung)  # the hanging candidate's worker with it
+        trials = other.evaluate(PROBLEM, [GOOD])
+        assert trials[0].error.startswith("device 1 ")
+    finally:
+        stuck.close()
+        other.close()
+        pool.close()
+    assert compile_workers_alive() == []
+
+
+def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tmp_path, monkeypatch):
+    """Ctrl-C in the main thread while its candidate hangs in the shared pool: the
+    KeyboardInterrupt propagates at once, the hanging worker is killed, the pool stays open."""
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))
+
+    def ctrl_c_once_it_hangs() -> None:
+        deadline = time.monotonic() + 120
+        while not hanging.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    pool = CompilePool(1, compile_fn=device_noting_compile)
+    evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool, spare=False,
+                                timeout_s=300)
+    try:
+        threading.Thread(target=ctrl_c_once_it_hangs, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.evaluate(PROBLEM, [candidate("hang")])
+        interrupted = time.monotonic()
+        deadline = interrupted + 10
+        while compile_workers_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert compile_workers_alive() == []  # the pool's thread killed the hanging candidate's worker
+        hanging.unlink()
+        with WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
+                             spare=False) as other:
+            trials = other.evaluate(PROBLEM, [GOOD])
+        assert trials[0].error.startswith("device None ")
+    finally:
+        evaluator.close()
+        pool.close()
 
 
 def test_baseline_is_measured_in_the_timing_worker():
