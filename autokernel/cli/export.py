@@ -71,11 +71,11 @@ def export_best(
 def _export(trials, device, dtype, activation):
     """The history's best configs for one device (None: the only one), its warnings shown as
     ours and bad filters as one-line errors."""
-    from autokernel import history
+    from autokernel.export import export_best  # the BestFile's module loads torch and Triton
 
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exported = history.export_best(trials, device=device, dtype=dtype, activation=activation)
+        exported = export_best(trials, device=device, dtype=dtype, activation=activation)
     for w in caught:
         warn(str(w.message))
     return exported
