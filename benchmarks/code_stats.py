@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (layer, modules under autokernel/: a file, or a folder ending in "/"), bottom first.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("records", ("knobs.py", "records.py", "config.py", "history.py")),
+    ("records", ("knobs.py", "records.py", "config.py", "history.py", "export.py")),
     ("kernels", ("kernels/",)),
     ("pick", ("runtime.py", "best.py", "select.py", "candidates.py", "autotune.py", "userfiles.py")),
     ("op", ("api.py", "plans.py", "autograd.py", "ops.py", "nn.py", "__init__.py")),

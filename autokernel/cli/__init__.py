@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import inspect
+import signal
+import sys
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
+try:  # recent typer carries its own copy of click; older versions use click itself
+    from typer._click.exceptions import ClickException
+except ImportError:
+    from click import ClickException
+try:
+    from typer.core import TyperArgument, TyperOption
+except ImportError:  # an older typer has neither: its help is left as it prints it
+    TyperArgument = TyperOption = None
+
 from autokernel import __version__
+from autokernel.cli import bench, cache, explain, export, fuse_bench, history, report, roofline, tune, validate
+from autokernel.cli._common import EXIT_INTERRUPTED, err_console, this_run
 
 app = typer.Typer(
     name="autokernel",
@@ -34,9 +48,6 @@ def _root(
 
 
 def _register() -> None:
-    from autokernel.cli import bench, fuse_bench, validate
-    from autokernel.cli import cache, explain, export, history, report, roofline, tune
-
     validate.register(app)
     bench.register(app)
     fuse_bench.register(app)
@@ -55,8 +66,6 @@ _register()
 def _reflow_help() -> None:
     """Each command's docstring as its help, each paragraph one line for Rich to wrap at the
     terminal's width: hard-wrapped source lines would show as ragged lines."""
-    import inspect
-
     for info in app.registered_commands:
         text = info.help or inspect.getdoc(info.callback) or ""
         paragraphs = inspect.cleandoc(text).split("\n\n")
@@ -66,9 +75,7 @@ def _reflow_help() -> None:
 def _plain_placeholders() -> None:
     """--help as a user reads it: a flag takes no value, so no "<bool>" beside it; a
     required argument is RESULTS in the usage line, not "{RESULTS}"."""
-    try:
-        from typer.core import TyperArgument, TyperOption
-    except ImportError:  # an older typer prints neither
+    if TyperOption is None:
         return
     shown = getattr(TyperOption, "display_type_rich", None)
     if shown is not None:
@@ -105,16 +112,6 @@ def main(argv: list[str] | None = None) -> None:
     as a boxed panel (usage errors); Ctrl-C says how many history rows were saved and
     exits 130; the commands' own exits (typer.Exit from ``fail``) keep their codes.
     """
-    import signal
-    import sys
-
-    try:  # recent typer carries its own copy of click; older versions use click itself
-        from typer._click.exceptions import ClickException
-    except ImportError:
-        from click import ClickException
-
-    from autokernel.cli._common import EXIT_INTERRUPTED, err_console, this_run
-
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         code = app(args=argv, prog_name="autokernel", standalone_mode=False)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
 import sys
+import time
+import warnings
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, NoReturn
 
@@ -13,6 +16,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from autokernel.history import History, new_run_id, resolve_history_path
+from autokernel.records import ConfigError, KernelConfig, Problem, normalize_activation, parse_dtype
+
+# torch and Triton load only in commands that run kernels: the modules that import them
+# (runtime, config, api, best, timing) are imported inside the functions that use them.
 
 console = Console()
 err_console = Console(stderr=True)
@@ -67,8 +76,6 @@ class _ThisRun:
         """How many of this run's rows are on disk, and where ("0 rows saved" before any history was opened)."""
         if self.store is None:
             return "0 rows saved"
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a torn last line is no news here
             saved = sum(t.run_id == self.run_id for t in self.store.trials())
@@ -80,8 +87,6 @@ this_run = _ThisRun()
 
 def start_run(store: Any) -> str:
     """A new run id for rows appended to ``store``, remembered for the line Ctrl-C leaves."""
-    from autokernel.history import new_run_id
-
     this_run.store, this_run.run_id = store, new_run_id()
     return this_run.run_id
 
@@ -132,8 +137,6 @@ def parse_config(text: str | None) -> Any:
         return None
     if not text.strip():
         raise ValueError("--config is empty: give a KernelConfig as a JSON object or a JSON file")
-    from autokernel.config import KernelConfig
-
     return KernelConfig.from_json(text)
 
 
@@ -207,7 +210,6 @@ def matmul_config(problem: Any) -> tuple[Any, str]:
     command measures and checks this one unless told otherwise; a tuned-config file that
     can't be read is one line and exit 2, before any work."""
     from autokernel import api, best, runtime
-    from autokernel.config import ConfigError
 
     tma = api.tma_runs_for(problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout)
     try:
@@ -223,7 +225,6 @@ def load_best(path: str | None) -> Any:
     if not path:
         return None
     from autokernel import best, runtime
-    from autokernel.config import ConfigError
 
     try:
         found = best.load(path)
@@ -244,11 +245,9 @@ def note(message: str) -> None:
     err_console.print(f"[dim]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-def history_store(path: str | None, *, append: bool = True) -> Any:
+def history_store(path: str | None, *, append: bool = True) -> History:
     """The History (--history, else $AUTOKERNEL_HISTORY, else results/history.csv); with
     ``append``, checked now that rows can be appended to it, before any work is done."""
-    from autokernel.history import History, resolve_history_path
-
     resolved = resolve_history_path(path)
     if resolved.is_dir():
         fail(f"--history {resolved} is a directory, not a CSV file")
@@ -287,8 +286,6 @@ def measured_problems(
     default sizes depend on where the kernels run. dtype defaults to float16.
     """
     from autokernel import runtime
-    from autokernel.api import normalize_activation
-    from autokernel.records import Problem, parse_dtype
 
     dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]
     acts = [normalize_activation(a) for a in activation] if activation else activations
@@ -345,12 +342,9 @@ def _tile_steps(problem: Any, config: Any = None) -> int:
 def _seconds_per_tile_step(dtype: Any) -> float:
     """The interpreter's seconds per tile-step here, from two default-config calls timed now
     (the difference between them, so the fixed cost of a call is not counted per step)."""
-    import time
-
     import torch
 
     from autokernel.api import matmul
-    from autokernel.records import Problem
 
     matmul(torch.ones(16, 16, dtype=dtype), torch.ones(16, 16, dtype=dtype))  # the kernel's first-call set-up
     times, steps = [], []
@@ -415,8 +409,6 @@ def _duration(seconds: float) -> str:
 
 def trial_timer(repeat: int | None) -> tuple[Any, str]:
     """The timer for --repeat (None: time-budgeted) and how it times, for a table title."""
-    import functools
-
     from autokernel import runtime
     from autokernel.timing import time_fn
 

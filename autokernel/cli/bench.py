@@ -45,12 +45,13 @@ from autokernel.cli._common import (
     check_interpreter_budget,
     ForceOpt,
 )
+from autokernel.history import trial_row
+from autokernel.records import KernelConfig, Problem, Trial
 
-if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
+# torch and Triton load only in commands that run kernels: the modules that import them
+# (runtime, best, evaluate, timing) are imported inside the functions that use them.
+if TYPE_CHECKING:
     from autokernel.best import BestFile
-    from autokernel.config import KernelConfig
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
 
 GPU_SIZES = [2048, 4096, 8192]
 INTERPRETER_SIZES = [64, 128]
@@ -281,7 +282,6 @@ def bench(
                 fail(f"cannot write --csv {csv_path}: {exc.strerror}")
     check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
-    from autokernel.history import trial_row  # the history imports torch: not before the options are checked
 
     def record(result: BenchResult) -> None:
         append_history(store, [trial_row("bench", result.torch, run_id=run_id, name="torch"),

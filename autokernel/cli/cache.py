@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from autokernel.autotune import entries
+from autokernel.autotune import files as autotune_files
 from autokernel.cli._common import JsonOpt, console, err_console, fail, fmt, print_json, print_table
+from autokernel.tuning.readings import cache_dir, kept_files
 
 cache_app = typer.Typer(help="List (info) or delete (clear) the tuner's kept readings and proposals and the "
                              "first-use tuning winners.", no_args_is_help=True)
@@ -17,9 +20,6 @@ KINDS = ("readings", "proposals", "autotune")
 
 
 def _files() -> tuple:
-    from autokernel.autotune import files as autotune_files
-    from autokernel.tuning.readings import cache_dir, kept_files
-
     directory = cache_dir()
     if directory.exists() and not directory.is_dir():
         fail(f"the cache dir {directory} is a file, not a directory (set AUTOKERNEL_CACHE_DIR elsewhere)")
@@ -75,8 +75,6 @@ def info(
 
 def _winners(f: dict) -> list[dict]:
     """The winners of a first-use tuning file ([] where it is unreadable: its row says so)."""
-    from autokernel.autotune import entries
-
     try:
         return entries(f["path"])
     except (OSError, ValueError):

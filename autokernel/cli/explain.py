@@ -9,6 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from autokernel.cli._common import JsonOpt, console, fail, print_json, print_table, user_errors
+from autokernel.records import ConfigError, Problem
+
+# torch and Triton load only in commands that run kernels: torch and the modules that import
+# it (runtime, best) are imported inside the function that uses them.
 
 
 def explain(
@@ -32,8 +36,6 @@ def explain(
     import torch
 
     from autokernel import best, runtime
-    from autokernel.config import ConfigError
-    from autokernel.records import Problem
 
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)

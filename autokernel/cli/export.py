@@ -19,6 +19,12 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
+from autokernel.cli.history import load_trials
+from autokernel.history import is_triton_forward
+
+# torch and Triton load only in commands that run kernels or pick configs: the modules that
+# import them (best, and export, which makes best's files) are imported inside the functions
+# that use them.
 
 
 def export_best(
@@ -45,8 +51,6 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
-    from autokernel.cli.history import load_trials
-
     if per_device and (output is None or device is not None):
         fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
     if per_device and Path(output).is_file():
@@ -71,11 +75,11 @@ def export_best(
 def _export(trials, device, dtype, activation):
     """The history's best configs for one device (None: the only one), its warnings shown as
     ours and bad filters as one-line errors."""
-    from autokernel import history
+    from autokernel.export import export_best
 
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exported = history.export_best(trials, device=device, dtype=dtype, activation=activation)
+        exported = export_best(trials, device=device, dtype=dtype, activation=activation)
     for w in caught:
         warn(str(w.message))
     return exported
@@ -85,7 +89,6 @@ def _export_per_device(trials, path, directory: Path, dtype, activation) -> None
     """Each device with successful trials of our kernel (replayed rows aside) to
     ``directory``/<device key>.json."""
     from autokernel import best
-    from autokernel.history import is_triton_forward
 
     names = sorted({t.device for t in trials if is_triton_forward(t) and t.ok and t.ms is not None
                     and t.timing != "replay" and t.device is not None})

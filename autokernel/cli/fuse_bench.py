@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -40,11 +40,11 @@ from autokernel.cli._common import (
     ForceOpt,
     check_interpreter_budget,
 )
+from autokernel.history import trial_row
+from autokernel.records import KernelConfig, Problem, Trial
 
-if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
-    from autokernel.config import KernelConfig
-    from autokernel.evaluate import Trial
-    from autokernel.records import Problem
+# torch and Triton load only in commands that run kernels: the modules that import them
+# (runtime, evaluate, timing) are imported inside the functions that use them.
 
 GPU_SIZE = 4096
 INTERPRETER_SIZE = 64
@@ -196,7 +196,6 @@ def fuse_bench(
     check_interpreter_budget(problems, force)
     run_id = start_run(store)
     timer, how = trial_timer(repeat)
-    from autokernel.history import trial_row  # the history imports torch: not before the options are checked
 
     results = []
     for problem in problems:

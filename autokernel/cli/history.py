@@ -22,11 +22,11 @@ from autokernel.cli._common import (
     print_table,
     warn,
 )
+from autokernel.history import STATUSES, best_per_problem, to_records
+from autokernel.records import ConfigError, KernelConfig, Problem, Recorded
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from autokernel.records import Recorded
 
 
 def load_history(path: str | None) -> tuple[Path, "pd.DataFrame"]:
@@ -52,8 +52,6 @@ def _warned(read: Callable[[], Any]) -> Any:
 
 def _problem_label(row: dict) -> str:
     """The row's problem as Problem.label() prints it; a hand-edited row that is no valid problem as is."""
-    from autokernel.records import Problem
-
     try:
         return Problem(row["M"], row["N"], row["K"], row["dtype"] or "float16", row["activation"] or "none",
                        bool(row["bias"]), row["layout"] or "nn").label()
@@ -64,8 +62,6 @@ def _problem_label(row: dict) -> str:
 def _config_label(text: str | None) -> str:
     if not text:
         return "-"
-    from autokernel.config import ConfigError, KernelConfig
-
     try:
         return KernelConfig.from_json(text).short()
     except ConfigError:
@@ -118,8 +114,6 @@ def history(
     json_out: JsonOpt = False,
 ) -> None:
     """Show the history of evaluated trials (times in ms, throughput in TFLOP/s)."""
-    from autokernel.history import STATUSES, best_per_problem, to_records
-
     if last < 0:
         fail(f"--last must be >= 0, got {last}")
     if status is not None and status not in STATUSES:

@@ -3,12 +3,16 @@ report of a selector check (geomeans per problem class, the worst problems)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from typing import Annotated
 
 import typer
 
 from autokernel.cli._common import console, err_console, fail, warn
+
+# autokernel.report loads torch (through the roofline): it is imported in the command itself.
 
 
 def report(
@@ -28,9 +32,6 @@ def report(
     Given a selector check (benchmarks/select_sweep.py's rows), the pick, default, previous rule
     and best config against torch per problem class, and the problems worst first (no charts).
     The markdown goes to stdout unless --output names a file."""
-    import os
-    import sys
-
     from autokernel.report import SelectorReport, write_report
 
     if no_plots:

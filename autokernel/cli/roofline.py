@@ -28,9 +28,13 @@ from autokernel.cli._common import (
     user_errors,
 )
 from autokernel.cli.history import load_trials
+from autokernel.history import best_per_problem
+from autokernel.records import Problem, Recorded, parse_dtype
+
+# torch loads only in commands that need it: torch and the modules that import it (roofline,
+# timing) are imported inside the functions that use them.
 
 if TYPE_CHECKING:
-    from autokernel.records import Problem, Recorded
     from autokernel.roofline import Ceilings, GpuSpec, RooflineResult
 
 
@@ -139,8 +143,6 @@ def roofline(
     With a problem: its memory- and compute-bound ceilings and, given a time (--ms, else
     the best GPU time on this GPU in the history), its efficiency.
     """
-    from autokernel.history import best_per_problem
-    from autokernel.records import Problem, parse_dtype
     from autokernel.roofline import GPUS, analyze, detect_gpu, lookup_gpu, measure_ceilings
     from autokernel.timing import tflops
 

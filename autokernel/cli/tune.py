@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autokernel.cli._common import (
@@ -34,15 +39,23 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    require_timing_mode,
     start_run,
     user_errors,
     warn,
 )
-from autokernel.records import Recorded
+from autokernel.records import Problem, Recorded, Trial, normalize_activation, parse_dtype
+from autokernel.tuning.cluster import check_address
+from autokernel.tuning.fleet import parse_gpus
+from autokernel.tuning.shapes import model_shapes, read_shapes, write_shapes
 from autokernel.tuning.strategies import STRATEGIES
+from autokernel.tuning.worker import WorkerEvaluator
+
+# torch and Triton load only once a run starts (the timing worker first, see _start_workers):
+# the modules that import them (runtime, timing, tuning.space, tuning.loop, tuning.run) are
+# imported inside the functions that use them.
 
 if TYPE_CHECKING:
-    from autokernel.records import Problem, Trial
     from autokernel.tuning.loop import StopRules, TuneResult
     from autokernel.tuning.run import TuneOutcome
 
@@ -148,8 +161,6 @@ def _start_workers(timeout: float, replay: Path | None, gpus: str | None = None,
     several GPUs (each gets its own) or when --timeout is invalid (_options says so)."""
     if replay is not None or gpus is not None or cluster is not None or not _positive(timeout):
         return None
-    from autokernel.tuning.worker import WorkerEvaluator
-
     workers = WorkerEvaluator(timeout_s=timeout)
     workers.start()
     return workers
@@ -168,26 +179,16 @@ def _closed_on_error(workers) -> Iterator[None]:
 
 def _where(gpus: str | None, cluster: str | None, replay: Path | None) -> dict:
     """Where the candidates run: ``gpus`` parsed, ``cluster`` checked; ValueError (one line) otherwise."""
-    from autokernel.tuning.fleet import parse_gpus
-
     if gpus is not None and cluster is not None:
         raise ValueError("give --gpus (this machine's GPUs) or --cluster (a Ray cluster's), not both")
     if replay is not None and gpus is not None:
         raise ValueError("--gpus runs candidates on this machine's GPUs: --replay does not apply")
     if cluster is not None:
-        from autokernel.tuning.cluster import check_address
-
         check_address(cluster)
     return {"gpus": None if gpus is None else parse_gpus(gpus), "cluster": cluster}
 
 
 def _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay) -> list["Problem"]:
-    import itertools
-
-    from autokernel.api import normalize_activation
-    from autokernel.cli._common import require_timing_mode
-    from autokernel.records import Problem, parse_dtype
-
     sizes = problem_sizes(size, m, n, k)
     dtypes = [parse_dtype(d) for d in dtype] if dtype else ["float16"]
     acts = [normalize_activation(a) for a in activation] if activation else ["none"]
@@ -273,10 +274,6 @@ class _LiveView:
     far, trials done of planned), gone when the run ends. Off with --json or no terminal."""
 
     def __init__(self, quiet: bool) -> None:
-        import threading
-
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=err_console, transient=True,
                                  disable=quiet or not err_console.is_terminal)
@@ -502,12 +499,8 @@ def loop(
         if shapes is not None:
             if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
                 fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
-            from autokernel.tuning.shapes import read_shapes
-
             problems = _tunable(read_shapes(shapes))
             if replay is None:
-                from autokernel.cli._common import require_timing_mode
-
                 require_timing_mode(interpret)
         else:
             problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
@@ -537,11 +530,6 @@ def shapes(
     """List the GEMMs that autokernel.nn.swap_linear runs in a torch model (each with the
     activation it fuses) as a shapes file for `autokernel loop --shapes`. The factory's
     module is imported from the current directory first, as `python -m` does."""
-    import os
-    import sys
-
-    from autokernel.tuning.shapes import model_shapes, write_shapes
-
     if tokens < 1:
         fail(f"--tokens must be >= 1, got {tokens}")
     here = os.getcwd()

@@ -37,11 +37,14 @@ from autokernel.cli._common import (
     check_interpreter_budget,
     require_interpreter_if_asked,
 )
+from autokernel.history import make_row
+from autokernel.records import LAYOUTS, KernelConfig, Problem, normalize_activation, parse_dtype
 
-if TYPE_CHECKING:  # imported where used: `--help` and argument errors need no torch
-    from autokernel.config import KernelConfig
+# torch and Triton load only in commands that run kernels: the modules that import them
+# (runtime, evaluate) are imported inside the functions that use them.
+
+if TYPE_CHECKING:
     from autokernel.evaluate import CheckResult
-    from autokernel.records import Problem
 
 ODD_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 255, 63), (64, 64, 64), (5, 7, 0), (0, 16, 8)]
 GPU_SIZES = [512, 1024, 2048, 4096]
@@ -63,7 +66,6 @@ def default_suite(
     set of shapes); the activation and layout sweeps run only when that axis is free.
     """
     from autokernel import runtime
-    from autokernel.records import LAYOUTS, Problem
 
     dtypes = dtypes or SUITE_DTYPES
     biases = [False, True] if biases is None else biases
@@ -97,8 +99,6 @@ def build_suite(
     bias: bool | None,
     layouts: list[str] | None,
 ) -> list[Problem]:
-    from autokernel.records import Problem
-
     biases = None if bias is None else [bias]
     if sizes is None:
         return default_suite(dtypes, activations, biases, layouts)
@@ -178,9 +178,6 @@ def validate(
     """
     with user_errors():
         sizes = problem_sizes(size, m, n, k)
-        from autokernel.api import normalize_activation
-        from autokernel.records import LAYOUTS, parse_dtype
-
         dtypes = [parse_dtype(d) for d in dtype] if dtype else None
         acts = [normalize_activation(a) for a in activation] if activation else None
         for lay in layout or []:
@@ -196,7 +193,6 @@ def validate(
     configs, sources = [c for c, _ in picked], [s for _, s in picked]
     check_interpreter_budget(problems, force, config=cfg)
     from autokernel.evaluate import check_status
-    from autokernel.history import make_row
 
     run_id = start_run(store)
 

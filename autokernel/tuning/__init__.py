@@ -18,7 +18,7 @@ __all__ = ["Hooks", "RequestError", "TuneOutcome", "TuneRun", "tune"]
 
 
 def __getattr__(name: str) -> Any:
-    # tuning.run imports the history (torch) and the loop; the package itself stays light,
+    # tuning.run imports the loop (torch, Triton); the package itself stays light,
     # for the timing worker's module, which must load no torch before its workers do.
     if name in __all__:
         from autokernel.tuning import run

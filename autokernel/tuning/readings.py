@@ -27,11 +27,19 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from filelock import FileLock
+
+from autokernel.history import RETIMED, is_retimed
 from autokernel.records import KernelConfig, Problem, Trial
 from autokernel.tuning.protocols import EvaluatorBase
+from autokernel.tuning.worker import WORKER_LOST
 from autokernel.userfiles import cache_dir, code_fingerprint, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
+
+# Light, for `autokernel cache`: torch and tuning.space (which imports it) are imported
+# inside the functions that use them.
 
 if TYPE_CHECKING:
     from autokernel.tuning.evaluator import OnTrial
@@ -49,8 +57,6 @@ def repeatable(trial: "Trial") -> bool:
     """Whether another measurement would give ``trial``'s outcome: a success or a failure
     of the config itself, not of the machine (a worker lost, the GPU's memory taken by
     another process)."""
-    from autokernel.tuning.worker import WORKER_LOST
-
     if trial.status not in KEPT_STATUSES or WORKER_LOST in (trial.note or ""):
         return False
     return not (trial.status == "out_of_resources" and (trial.error or "").startswith("OutOfMemoryError"))
@@ -154,8 +160,6 @@ class KeptStore:
         """Keep ``payload`` under ``key``."""
         if self.off:
             return
-        from filelock import FileLock
-
         at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         line = json.dumps({"key": key, "env": self.env, "at": at, "payload": payload}).encode() + b"\n"
         try:
@@ -188,8 +192,6 @@ class KeptStore:
         if self._on_error is not None:
             self._on_error(message)
         else:
-            import warnings
-
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
@@ -217,8 +219,6 @@ class ReadingCache:
 
 def reused_note(note: str | None, measured_at: str) -> str:
     """``note`` with the reuse said in it; a "re-timed" mark stays last (history.is_retimed)."""
-    from autokernel.history import RETIMED, is_retimed
-
     said = f"reused reading of {measured_at}"
     if is_retimed(note):
         head = note[: -len(RETIMED)].rstrip("; ")
@@ -291,8 +291,6 @@ class CachingEvaluator(EvaluatorBase):
 
     def retime(self, problem: "Problem", configs: Sequence["KernelConfig"],
                on_trial: "OnTrial | None" = None) -> list["Trial"]:
-        from autokernel.history import is_retimed
-
         nth, hit = self._request("retime", problem, configs)
         if hit is not None:
             return self._reuse(hit, on_trial)

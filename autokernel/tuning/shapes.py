@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import csv
 import importlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from autokernel.records import Problem
+from autokernel.records import Problem, parse_dtype
+
+# torch loads only to read a model (model_shapes): torch and autokernel.nn are imported
+# there, so that reading a shapes file (autokernel loop --shapes) loads neither.
 
 FIELDS = ("M", "N", "K", "dtype", "activation", "bias", "layout", "count", "name")
 _TRUE = {"1", "true", "yes", "y", "t"}
@@ -91,7 +95,6 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list
     import torch
 
     from autokernel.nn import linear_sites
-    from autokernel.records import parse_dtype
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -137,8 +140,6 @@ def _paths(paths: list[str], shown: int = 3) -> str:
 def write_shapes(rows: list[dict], path: Path | None) -> str:
     """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text."""
     if path is not None and path.suffix.lower() == ".csv":
-        import io
-
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
         writer.writeheader()

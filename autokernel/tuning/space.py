@@ -13,6 +13,7 @@ import torch
 
 from autokernel import knobs, runtime
 from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
+from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
 from autokernel.records import Problem
 
 # What each knob (autokernel/knobs.py) takes while tuning on a GPU: a subset of what
@@ -94,8 +95,6 @@ class SearchSpace:
     @classmethod
     def for_problem(cls, problem: Problem, **overrides: Any) -> "SearchSpace":
         """The space on this machine: the GPU's choices and limits, or the interpreter's."""
-        from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
-
         if runtime.INTERPRETER:
             space = cls(problem, dict(INTERPRETER_CHOICES), programs=_INTERPRETER_PROGRAMS)
         else:

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from autokernel.cli import app
 from autokernel.config import KernelConfig
-from autokernel.history import History, export_best, make_row
+from autokernel.export import export_best
+from autokernel.history import History, make_row
 from autokernel.records import Problem
 
 runner = CliRunner()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from autokernel import history
 from autokernel.config import KernelConfig
 from autokernel.history import COLUMNS, History, best_per_problem, make_row, new_run_id, resolve_history_path
 from autokernel.records import Problem
+
+ROOT = Path(__file__).resolve().parents[2]
 
 WORKERS = 4
 ROWS_PER_WORKER = 50
@@ -178,3 +183,29 @@ def test_best_per_problem_ranks_by_gpu_time_where_measured(tmp_path):
                    for ms, gpu_ms in ((1.0, 0.9), (1.1, 0.6), (0.8, None))])
     (best,) = best_per_problem(h.trials())
     assert (best.ms, best.gpu_ms) == (1.1, 0.6)  # as Trial.rank_ms ranks: the tuner's winner
+
+
+def test_reading_the_history_loads_neither_torch_nor_triton(tmp_path: Path) -> None:
+    """The store and its rankings are light (``autokernel history`` reads them); torch loads
+    only when a row is made, for the machine's columns."""
+    path = tmp_path / "h.csv"
+    History(path).append(make_row("bench", Problem(8, 8, 8), KernelConfig(), status="success", run_id="r", ms=1.0))
+    code = ("import sys; from autokernel.history import History, best_per_problem; "
+            f"print(len(best_per_problem(History({str(path)!r}).trials()))); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'triton', 'pandas'}))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["1", "[]"]
+
+
+def test_a_row_names_this_machine(tmp_path: Path) -> None:
+    import torch
+
+    from autokernel import runtime
+    from autokernel.timing import timing_label
+
+    row = make_row("bench", Problem(8, 8, 8), status="success", run_id="r")
+    assert (row["device"], row["timing"], row["torch_version"]) == (runtime.device_name(), timing_label(),
+                                                                    torch.__version__)
+    assert row["triton_version"] == history._triton_version()

@@ -331,7 +331,7 @@ def test_the_reported_winner_is_the_retimed_figure(sweep, tmp_path) -> None:
 
 
 def test_a_failed_retime_supersedes_in_export_too(tmp_path) -> None:
-    from autokernel.history import export_best as export
+    from autokernel.export import export_best as export
     from autokernel.history import best_per_problem, make_row
 
     p = Problem(64, 64, 64)
@@ -376,7 +376,7 @@ _OLD_A = '{"block_m":128,"block_n":256,"block_k":64,"group_m":8,"num_warps":8,"n
 def test_a_retime_supersedes_rows_written_before_a_config_field_existed(tmp_path):
     """The tuner matches configs by their fields (config_key); export must too: a row written
     before split_k ... stream_k existed spells its config with fewer keys."""
-    from autokernel.history import export_best as export
+    from autokernel.export import export_best as export
     from autokernel.history import best_per_problem, make_row
 
     p = Problem(4096, 4096, 4096)

@@ -1,8 +1,9 @@
 """Strategies by name: each proposes configs from the history (see base.Strategy).
 
 STRATEGIES is the registry: name -> factory ``f(seed=..., **options) -> Strategy``. The
-CLI's ``--strategy`` offers its names; ``register_strategy`` adds one. Heavy or optional
-libraries (optuna, openai) are imported only inside the factories, on demand.
+CLI's ``--strategy`` offers its names; ``register_strategy`` adds one. The registry is
+light (the CLI reads it for its help): each strategy's module, which loads torch (the space)
+and perhaps optuna or openai, is imported by its factory, on demand.
 """
 
 from __future__ import annotations

@@ -24,8 +24,11 @@ from autokernel import knobs
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, config_key
-from autokernel.tuning.strategies import llm_prompt
+from autokernel.tuning.strategies import llm_prompt, make_strategy
 from autokernel.tuning.strategies.base import Strategy, StrategyBase, tried_keys
+from autokernel.tuning.strategies.optuna_tpe import OptunaStrategy
+
+# openai and python-dotenv are optional: imported where a run first needs them.
 
 if TYPE_CHECKING:
     import openai
@@ -123,8 +126,6 @@ class LLMStrategy(StrategyBase):
     @property
     def fallback(self) -> Strategy:
         if self._fallback is None:
-            from autokernel.tuning.strategies import make_strategy
-
             self._fallback = make_strategy("random", seed=self.seed)
         return self._fallback
 
@@ -423,8 +424,6 @@ def make_llm_strategy(name: str, *, seed: int | None = None, llm_generations: in
         return LLMStrategy(seed=seed, **options)
     if name != "auto":
         raise ValueError(f"make_llm_strategy makes llm or auto, not {name!r}")
-    from autokernel.tuning.strategies.optuna_tpe import OptunaStrategy
-
     # Three quarters of each generation from the best configs' neighbours: on the replayed H100
     # sweep (tests/data), TPE alone reached the 1024x4096x4096 optimum (two steps from the
     # default) within 24 trials in 2 of 5 seeds, this mix in 10 of 10 (the share was chosen there).

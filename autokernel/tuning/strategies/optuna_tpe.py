@@ -12,6 +12,8 @@ from autokernel.records import Trial
 from autokernel.tuning.space import PARAMS, SearchSpace, build_config, config_key
 from autokernel.tuning.strategies.base import StrategyBase, pending, tried_keys
 
+# optuna is optional and slow to import: imported where TPE first proposes.
+
 _ASKS_PER_PROPOSAL = 40  # TPE re-suggests in discrete spaces: ask this often before filling at random
 _N_STARTUP = 6
 
