@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,14 +221,31 @@ def tune(
 
 
 def _close(slots: Sequence[Slot], pools: Sequence[CompilePool], *, kill: bool, timeline: Timeline | None) -> None:
-    """Close every slot's evaluator, then the shared compile pools (at once with ``kill``); the
-    timeline's run ends here."""
-    for slot in slots:
-        slot.evaluator.close()
-    for pool in pools:
-        pool.close(kill=kill)
+    """Close every slot's evaluator and the shared compile pools (at once with ``kill``), all
+    together: each waits for its worker processes to exit (a CUDA context's teardown takes
+    a while), so one after the other the waits would add up. The first error is raised once
+    all are closed; the timeline's run ends here."""
+    closers = [slot.evaluator.close for slot in slots] + [functools.partial(pool.close, kill=kill) for pool in pools]
+    errors: list[BaseException] = []
+
+    def close(closer: Callable[[], None]) -> None:
+        try:
+            closer()
+        except BaseException as exc:  # noqa: BLE001  (raised in the calling thread below)
+            errors.append(exc)
+
+    if len(closers) == 1:
+        close(closers[0])
+    else:
+        threads = [threading.Thread(target=close, args=(c,), name="autokernel-close", daemon=True) for c in closers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if timeline is not None:
         timeline.end()
+    if errors:
+        raise errors[0]
 
 
 def _sequential(problems, slot: Slot, work, may_start, run_id: str, hooks: Hooks) -> TuneRun:

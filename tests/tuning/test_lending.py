@@ -1,6 +1,7 @@
 """Idle devices lend their evaluators to the problems still running (tuning.fleet.Sharing):
 batches split between devices of one model, the same trials recorded as without lending,
-a lender failing mid-batch, Ctrl-C and the timeline's "lent" spans."""
+a lender failing mid-batch, Ctrl-C, the timeline's "lent" spans, and a close that stops
+every device's workers at once."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from autokernel.history import History, is_retimed
 from autokernel.records import Problem
 from autokernel.tuning import tune
 from autokernel.tuning.evaluator import mark_retimed
-from autokernel.tuning.fleet import Device
+from autokernel.tuning.fleet import Device, Slot
 from autokernel.tuning.replay import ReplayEvaluator
-from autokernel.tuning.run import Hooks
+from autokernel.tuning.run import Hooks, _close
 from autokernel.tuning.space import config_key
 from autokernel.tuning.timeline import KINDS, Timeline, table
 from tests.helpers import synthetic_sweep
@@ -192,3 +193,15 @@ def test_ctrl_c_while_lending_keeps_every_finished_trial(sweep, tmp_path):
     df = History(tmp_path / "h.csv").read()
     written = [(int(r.M), config_key(KernelConfig.from_json(r.config))) for r in df.itertuples()]
     assert sorted(written) == sorted(reported)
+
+
+class SlowClose(ReplayEvaluator):
+    def close(self):
+        time.sleep(0.5)
+
+
+def test_close_stops_every_device_at_once(sweep):
+    slots = [Slot(Device("Fake GPU", i), SlowClose(sweep)) for i in range(3)]
+    start = time.perf_counter()
+    _close(slots, [], kill=False, timeline=None)
+    assert time.perf_counter() - start < 1.2  # one after the other: 1.5 s
