@@ -225,19 +225,24 @@ def _close(slots: Sequence[Slot], pools: Sequence[CompilePool], *, kill: bool, t
     together: each waits for its worker processes to exit (a CUDA context's teardown takes
     a while), so one after the other the waits would add up. The first error is raised once
     all are closed; the timeline's run ends here."""
-    closers = [slot.evaluator.close for slot in slots] + [functools.partial(pool.close, kill=kill) for pool in pools]
+    closers = [(str(slot.device), slot.evaluator.close) for slot in slots]
+    closers += [("compile pool", functools.partial(pool.close, kill=kill)) for pool in pools]
     errors: list[BaseException] = []
 
-    def close(closer: Callable[[], None]) -> None:
+    def close(what: str, closer: Callable[[], None]) -> None:
+        start = time.perf_counter()
         try:
             closer()
         except BaseException as exc:  # noqa: BLE001  (raised in the calling thread below)
             errors.append(exc)
+        finally:
+            if timeline is not None:
+                timeline.closed(what, time.perf_counter() - start)
 
     if len(closers) == 1:
-        close(closers[0])
+        close(*closers[0])
     else:
-        threads = [threading.Thread(target=close, args=(c,), name="autokernel-close", daemon=True) for c in closers]
+        threads = [threading.Thread(target=close, args=c, name="autokernel-close", daemon=True) for c in closers]
         for t in threads:
             t.start()
         for t in threads:

@@ -65,6 +65,7 @@ class Timeline:
         self._phases: list[Span] = []
         self._current: dict[str, str] = {}  # device -> the problem of its job under way
         self._devices: list[str] = []
+        self._closing: dict[str, float] = {}
 
     def begin(self) -> None:
         """The run starts now (else: when the Timeline was made)."""
@@ -75,6 +76,18 @@ class Timeline:
         """The run ends now."""
         with self._lock:
             self._end = self._clock() - self._t0
+
+    def closed(self, what: str, seconds: float) -> None:
+        """Closing ``what`` (a device's workers, the compile pool) took ``seconds``: they
+        close at once, so the run's close is the longest of them (``closing``)."""
+        with self._lock:
+            self._closing[what] = seconds
+
+    @property
+    def closing(self) -> dict[str, float]:
+        """The seconds each thing took to close (``closed``)."""
+        with self._lock:
+            return dict(self._closing)
 
     def device(self, device: str) -> None:
         """``device`` takes part in the run (a device that got no job has a span all the same)."""

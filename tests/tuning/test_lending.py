@@ -202,6 +202,9 @@ class SlowClose(ReplayEvaluator):
 
 def test_close_stops_every_device_at_once(sweep):
     slots = [Slot(Device("Fake GPU", i), SlowClose(sweep)) for i in range(3)]
+    timeline = Timeline()
     start = time.perf_counter()
-    _close(slots, [], kill=False, timeline=None)
+    _close(slots, [], kill=False, timeline=timeline)
     assert time.perf_counter() - start < 1.2  # one after the other: 1.5 s
+    assert sorted(timeline.closing) == ["GPU 0", "GPU 1", "GPU 2"]
+    assert all(0.4 < s < 1.2 for s in timeline.closing.values())
