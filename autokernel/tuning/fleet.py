@@ -213,6 +213,8 @@ def run_jobs(jobs: list[Job], slots: Sequence[Slot], work: Callable[[Slot, Job],
         finally:
             with lock:
                 report.lent += 1
+                if loan.error is None:  # free again before the job hears: its next batch finds it idle
+                    desk.idle[id(slot)] = slot
             loan.done.set()
         if loan.error is None or loan.caller_error is not None or isinstance(loan.error, Cancelled) \
                 or store.cancelled.is_set():
