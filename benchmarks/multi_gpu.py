@@ -13,8 +13,10 @@ first GPU (five interleaved rounds, the median decides): the many-GPU run's winn
 be within 1 % of the one-GPU run's. No Ray: the GPUs of one machine are driven by processes.
 
 Each run records where its time goes (autokernel.tuning.timeline): per device, the spans
-of every problem's compile waits, GPU timing and the driver's own work, the idle tail
-and the start and end of the run. The JSON holds the spans ("timeline") and their sums
+of every problem's compile waits, GPU timing and the driver's own work, the time a GPU
+with no problem left spent on other problems' candidates ("lent"), the idle tail and the
+start and end of the run, and how long each device's workers and the compile pool took
+to close. The JSON holds the spans ("timeline") and their sums
 ("summary"); a table of the sums per device is printed.
 
 --cpu-workers N runs the same two runs under Triton's interpreter with N worker processes
@@ -75,7 +77,7 @@ def one_run(label: str, probs: list, devices: list, work: Path, args) -> dict:
     trials = sum(len(o.result.trials) for o in run.outcomes)
     return {"label": label, "devices": [str(d) for d in devices], "wall_s": wall, "trials": trials,
             "winners": winners, "untuned": [p.label() for p, _ in run.untuned],
-            "summary": timeline.summary(), "timeline": timeline.as_dicts()}
+            "summary": timeline.summary(), "timeline": timeline.as_dicts(), "closing": timeline.closing}
 
 
 def race(probs: list, one: dict, many: dict, device, rounds: int = ROUNDS) -> list[dict]:
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {run['label']}:")
         for line in table(run["summary"]):
             print(f"    {line}")
+        print("    closing (at once; seconds each): " + ", ".join(f"{what} {s:.2f}" for what, s in run["closing"].items()))
     for r in raced:
         shown = "same config" if r.get("same") else (f"{r['ratio']:.4f}" if r["ratio"] is not None else r["why"])
         print(f"  {r['problem']}: many-device winner / one-device winner, raced: {shown}")

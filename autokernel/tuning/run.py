@@ -14,7 +14,10 @@ over several GPUs of this machine, ``cluster`` over the GPUs of a Ray cluster
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +106,7 @@ def tune(
     run_id: str | None = None,
     hooks: Hooks | None = None,
     timeline: Timeline | None = None,
+    lend: bool = True,
 ) -> TuneRun:
     """Tune each of ``problems`` (records.Problem) and record every trial in ``history``.
 
@@ -125,6 +129,10 @@ def tune(
     timeline: where the time goes, recorded there (tuning.timeline: per device, each
         problem's compile waits, timing and the driver's own work, the idle tail); the
         run's span is this call, from its start to its return.
+    lend: on several GPUs of this machine, a GPU with no problem left lends its timing
+        worker to the problems still running: their batches of candidates are split
+        between their own GPU and the idle ones (tuning.fleet.Sharing); re-timing the
+        leaders and cuBLAS stay on the problem's own GPU. Not on a Ray cluster.
 
     Raises ValueError for a request that cannot run (an unknown strategy, a problem the
     sweep lacks, no GPU); KeyboardInterrupt passes through once every evaluator is closed,
@@ -180,10 +188,16 @@ def tune(
             return False
 
         def work(slot: Slot, job: Job) -> TuneOutcome:
+            evaluator = job.evaluator or slot.evaluator
             if timeline is None:
-                return tuner.one(slot, job.problem, job.time_left)
+                return tuner.one(slot, job.problem, job.time_left, evaluator)
             with timeline.job(str(slot.device), job.problem.label()):
-                return tuner.one(slot, job.problem, job.time_left)
+                return tuner.one(slot, job.problem, job.time_left, evaluator)
+
+        def on_loan(slot: Slot, job: Job):
+            if timeline is None:
+                return contextlib.nullcontext()
+            return timeline.lent(str(slot.device), job.problem.label())
 
         if not several:
             return _sequential(problems, slots[0], work, may_start, run_id, hooks)
@@ -191,7 +205,12 @@ def tune(
         report = fleet.run_jobs(jobs, slots, work, store=shared, may_start=may_start,
                                 on_lost=lambda slot, job, why: hooks.warn(
                                     f"{slot.device} lost while tuning {job.problem.label()} ({why}); "
-                                    "its trials so far are kept and the problem goes to another device"))
+                                    "its trials so far are kept and the problem goes to another device"),
+                                lend=lend and cluster is None, on_loan=on_loan,
+                                on_lender_lost=lambda slot, job, why: hooks.warn(
+                                    f"{slot.device} failed while helping {job.problem.label()} ({why}); "
+                                    "the candidates it had not finished go back to that problem's own device, "
+                                    f"and {slot.device} takes no more work"))
         outcomes = [o for order in sorted(report.outcomes) for o in report.outcomes[order]]
         return TuneRun(outcomes, run_id, [(j.problem, j.device_name) for j in report.skipped], report.lost)
     except BaseException:
@@ -202,14 +221,36 @@ def tune(
 
 
 def _close(slots: Sequence[Slot], pools: Sequence[CompilePool], *, kill: bool, timeline: Timeline | None) -> None:
-    """Close every slot's evaluator, then the shared compile pools (at once with ``kill``); the
-    timeline's run ends here."""
-    for slot in slots:
-        slot.evaluator.close()
-    for pool in pools:
-        pool.close(kill=kill)
+    """Close every slot's evaluator and the shared compile pools (at once with ``kill``), all
+    together: each waits for its worker processes to exit (a CUDA context's teardown takes
+    a while), so one after the other the waits would add up. The first error is raised once
+    all are closed; the timeline's run ends here."""
+    closers = [(str(slot.device), slot.evaluator.close) for slot in slots]
+    closers += [("compile pool", functools.partial(pool.close, kill=kill)) for pool in pools]
+    errors: list[BaseException] = []
+
+    def close(what: str, closer: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        try:
+            closer()
+        except BaseException as exc:  # noqa: BLE001  (raised in the calling thread below)
+            errors.append(exc)
+        finally:
+            if timeline is not None:
+                timeline.closed(what, time.perf_counter() - start)
+
+    if len(closers) == 1:
+        close(*closers[0])
+    else:
+        threads = [threading.Thread(target=close, args=c, name="autokernel-close", daemon=True) for c in closers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if timeline is not None:
         timeline.end()
+    if errors:
+        raise errors[0]
 
 
 def _sequential(problems, slot: Slot, work, may_start, run_id: str, hooks: Hooks) -> TuneRun:
@@ -235,8 +276,9 @@ class _Tuner:
         self.make_strategy, self.store, self.run_id, self.command = make_strategy, store, run_id, command
         self.hooks, self.snapshot = hooks, snapshot
 
-    def one(self, slot: Slot, problem: Problem, time_left: float | None) -> TuneOutcome:
-        evaluator, device, timing = slot.evaluator, slot.device_name, slot.timing
+    def one(self, slot: Slot, problem: Problem, time_left: float | None, evaluator: Evaluator | None = None) -> TuneOutcome:
+        """``evaluator``: the job's (fleet.Job.evaluator), else the slot's."""
+        evaluator, device, timing = evaluator or slot.evaluator, slot.device_name, slot.timing
         stop = self.stop if time_left is None else dataclasses.replace(self.stop, time_budget_s=time_left)
         strategy = self.make_strategy()
         space = evaluator.space(problem)
