@@ -81,8 +81,8 @@ def resolve_history_path(path: str | Path | None = None) -> Path:
 
 
 def new_run_id() -> str:
-    """A short id for one run of a command, unique across processes, e.g. 20240501-121314-3fa9c2."""
-    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    """A short id for one run of a command, unique across processes, e.g. 20240501-121314-3fa9c27b (32 random bits: two runs in one second share an id about once in 4 billion)."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
 
 
 def _triton_version() -> str:
