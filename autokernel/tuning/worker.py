@@ -624,13 +624,25 @@ class _Pool:
         self._workers.remove(w)
 
     def close(self, kill: bool = False) -> None:
+        """Stop every worker. With ``kill``, at once and waited for. Else each is asked to
+        stop and left to exit in a thread of its own: its results are all in, and its exit
+        (Python's teardown, the CUDA context's) takes a second or more that the caller
+        need not wait for; a worker still alive after 5 s is killed there."""
         workers = self._workers + ([self._spare] if self._spare else [])
-        if not kill:
-            for w in workers:
-                w.ask_to_stop()
-        for w in workers:
-            w.stop(kill or not w.ready)  # one still starting has nothing to finish
         self._workers, self._spare = [], None
+        if kill:
+            for w in workers:
+                w.stop(kill=True)
+            return
+        for w in workers:
+            if w.ready:
+                w.ask_to_stop()
+            else:  # one still starting has nothing to finish
+                w.stop(kill=True)
+        leaving = [w for w in workers if w.ready]
+        if leaving:
+            threading.Thread(target=lambda: [w.stop() for w in leaving], name=f"autokernel-{self._name}-exit",
+                             daemon=True).start()
 
     def _start(self) -> _Worker:
         return _Worker(self._ctx, self._fns, self._name, self._env)

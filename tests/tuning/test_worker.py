@@ -176,8 +176,15 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     assert all(t.rel_error <= 1e-4 for t in seen[2:])
 
 
-def compile_workers_alive() -> list:
-    return [p for p in multiprocessing.active_children() if p.name == "autokernel-compile"]
+def compile_workers_alive(within_s: float = 0.0) -> list:
+    """The compile workers alive now; with ``within_s``, as soon as none is or that many
+    seconds from now (a closed pool leaves its workers to exit in the background)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = [p for p in multiprocessing.active_children() if p.name == "autokernel-compile"]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
 
 
 def test_only_candidates_missing_from_the_cache_go_to_compile_workers():
@@ -203,7 +210,7 @@ def test_a_rerun_whose_candidates_are_all_cached_starts_no_compile_worker():
         evaluator.start()  # the timing worker only
         trials = evaluator.evaluate(PROBLEM, configs)
         assert set(evaluator.phase_s) - {"start"} == {"probe", "timing"}
-        assert compile_workers_alive() == []
+        assert compile_workers_alive(within_s=10) == []
     assert [t.status for t in trials] == ["success", "success"]
     assert all(t.rel_error <= 1e-4 for t in trials)
 
@@ -247,7 +254,7 @@ def test_two_evaluators_share_one_compile_pool():
         for ev in evaluators:
             ev.close()
         pool.close()
-    assert compile_workers_alive() == []
+    assert compile_workers_alive(within_s=10) == []
     pids = set()
     for d in (0, 1):
         assert [t.config for t in results[d]] == configs
@@ -328,7 +335,7 @@ def test_an_aborted_evaluator_leaves_the_shared_pool_to_the_others(tmp_path, mon
         stuck.close()
         other.close()
         pool.close()
-    assert compile_workers_alive() == []
+    assert compile_workers_alive(within_s=10) == []
 
 
 def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tmp_path, monkeypatch):
@@ -354,7 +361,7 @@ def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tm
         deadline = interrupted + 10
         while compile_workers_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert compile_workers_alive() == []  # the pool's thread killed the hanging candidate's worker
+        assert compile_workers_alive(within_s=10) == []  # the pool's thread killed the hanging candidate's worker
         hanging.unlink()
         with WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
                              spare=False) as other:
