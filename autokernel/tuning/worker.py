@@ -269,7 +269,20 @@ class WorkerEvaluator(EvaluatorBase):
             else:
                 compiled(index, result)
 
-        tasks = [(i, problem, config) for i, config in enumerate(configs)]
+        tasks = every = [(i, problem, config) for i, config in enumerate(configs)]
+        waited_since = [0.0]  # when the wait for the next compile began
+
+        def compiled_then_timed(index: int, failed: Trial | None) -> None:
+            # Each candidate is timed as soon as it compiles, while the others still
+            # compile: the GPU waits for the first compile of a batch, not for the slowest.
+            self._record_phase("compile", waited_since[0], time.perf_counter())
+            if failed is not None:
+                final(index, failed)
+            else:
+                with self._phase("timing"):
+                    self._timing.run([every[index]], self.timeout_s, final, kind=_EVALUATE)
+            waited_since[0] = time.perf_counter()
+
         self.phase_s = {}
         with self._killed_on_error():
             self._wait_for_timing_worker()
@@ -278,9 +291,10 @@ class WorkerEvaluator(EvaluatorBase):
                 with self._phase("probe"):
                     self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
                 if uncompiled:
-                    with self._phase("compile"):
-                        pool.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled,
-                                 device=self._compile_device, stop=self._aborted)
+                    waited_since[0] = time.perf_counter()
+                    pool.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled_then_timed,
+                             device=self._compile_device, stop=self._aborted)
+                    self._record_phase("compile", waited_since[0], time.perf_counter())
                 tasks = [task for task in tasks if trials[task[0]] is None]
             with self._phase("timing"):
                 self._timing.run(tasks, self.timeout_s, final, kind=_EVALUATE)
@@ -385,10 +399,12 @@ class WorkerEvaluator(EvaluatorBase):
         try:
             yield
         finally:
-            end = time.perf_counter()
-            self.phase_s[kind] = self.phase_s.get(kind, 0.0) + end - start
-            if self.on_phase is not None:
-                self.on_phase(kind, start, end)
+            self._record_phase(kind, start, time.perf_counter())
+
+    def _record_phase(self, kind: str, start: float, end: float) -> None:
+        self.phase_s[kind] = self.phase_s.get(kind, 0.0) + end - start
+        if self.on_phase is not None:
+            self.on_phase(kind, start, end)
 
     @contextlib.contextmanager
     def _killed_on_error(self) -> Iterator[None]:

@@ -169,11 +169,10 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     assert [t.status for t in trials] == ["success", "compile_error", "compile_error", "success"]
     assert trials[1].error == "CompilationError: at 1:2: a bad candidate"
     assert "compile worker died (exit code 1)" in trials[2].error
-    # Each candidate is reported once: the compile failures first, then the timed ones in order.
+    # Each candidate is reported once, as its compile fails or as it is timed once compiled.
     assert len(seen) == len(configs)
-    assert {id(t) for t in seen[:2]} == {id(t) for t in trials[1:3]}
-    assert seen[2:] == [trials[0], trials[3]]
-    assert all(t.rel_error <= 1e-4 for t in seen[2:])
+    assert sorted(map(id, seen)) == sorted(map(id, trials))
+    assert all(t.rel_error <= 1e-4 for t in (trials[0], trials[3]))
 
 
 def compile_workers_alive(within_s: float = 0.0) -> list:
