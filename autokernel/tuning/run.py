@@ -23,12 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from autokernel import runtime
 from autokernel.history import History, new_run_id, resolve_history_path, trial_row
 from autokernel.records import Problem, Trial
 from autokernel.tuning import fleet, loop
 from autokernel.tuning.fleet import Device, Job, SharedStore, Slot
 from autokernel.tuning.loop import StopRules, TuneResult
+from autokernel.timing import timing_label
 from autokernel.tuning.protocols import Evaluator
+from autokernel.tuning.readings import (CachingEvaluator, KeptProposals, ReadingCache, cache_dir, environment,
+                                        proposal_store)
+from autokernel.tuning.replay import ReplayEvaluator
+from autokernel.tuning.strategies import make_strategy
 from autokernel.tuning.timeline import Timeline
 from autokernel.tuning.worker import CompilePool, WorkerEvaluator, node_compile_workers
 
@@ -319,20 +325,14 @@ def _strategy_maker(strategy, seed, model, warn, *, proposals: bool) -> "Callabl
     the readings (readings.KeptProposals), so a rerun takes them instead of working them out."""
     if callable(strategy):
         return strategy
-    from autokernel.tuning.strategies import make_strategy
-
     extra = {"model": model} if model else {}
     store = None
     if proposals:
-        from autokernel.tuning.readings import cache_dir, proposal_store
-
         store = proposal_store(cache_dir(), on_error=warn)
 
     def make() -> "Strategy":
         made = make_strategy(strategy, seed=seed, **extra)
         if store is not None and made.history_pure:
-            from autokernel.tuning.readings import KeptProposals
-
             return KeptProposals(made, seed, store)
         return made
 
@@ -358,15 +358,13 @@ def _made_slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_fo
     if cluster is not None:
         if gpus is not None or devices is not None:
             raise ValueError("--cluster runs on the cluster's GPUs: give --gpus or --cluster, not both")
-        from autokernel.tuning.cluster import cluster_slots
+        from autokernel.tuning.cluster import cluster_slots  # cluster imports this module (local_slot)
 
         if evaluator is not None or workers is not None:
             raise ValueError("--cluster runs candidates on the cluster's actors: no evaluator of this machine applies")
         return cluster_slots(cluster, replay=replay, cache=cache, timeout_s=timeout_s, **cluster_options)
     if gpus is None and devices is None:
         if replay is not None:
-            from autokernel.tuning.replay import ReplayEvaluator
-
             return [_labelled(Device(""), ReplayEvaluator(replay))]
         if evaluator is not None:
             return [_labelled(Device(""), evaluator)]
@@ -380,8 +378,6 @@ def _made_slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_fo
     if len(models) > 1:  # the search space is read from the driver's GPU: one model per run here
         raise ValueError(f"--gpus: the GPUs differ ({'; '.join(f'{d} is {d.name}' for d in devices)}); give GPUs of "
                          "one model, or run on a Ray cluster (--cluster), where each model is tuned on its own")
-    from autokernel import runtime
-
     pool = None
     if not runtime.INTERPRETER and all(d.index is not None for d in devices):  # the interpreter compiles nothing
         pool = CompilePool(node_compile_workers(len(devices)),
@@ -394,9 +390,6 @@ def _made_slots(evaluator, replay, cache, timeout_s, gpus, devices, evaluator_fo
 def _labelled(device: Device, evaluator: Evaluator) -> Slot:
     """The slot of ``evaluator`` on ``device``: its rows carry the evaluator's own device and
     timing where it declares them (a replayed sweep), else the device's and this machine's."""
-    from autokernel import runtime
-    from autokernel.timing import timing_label
-
     name = evaluator.device or device.name or runtime.device_name()
     return Slot(device, evaluator, name, evaluator.timing or timing_label())
 
@@ -408,10 +401,6 @@ def local_slot(device: Device | None, cache: bool, timeout_s: float, *, workers=
     given ``device``'s GPU alone, compiling in ``compile_pool`` on its GPU ``compile_device``
     where the machine's GPUs share one), their readings kept and reused with ``cache``;
     their phases go to ``timeline``."""
-    from autokernel import runtime
-    from autokernel.timing import timing_label
-    from autokernel.tuning.readings import CachingEvaluator, ReadingCache, cache_dir, environment
-
     if workers is None:
         env = None
         if device is not None and device.index is not None:
