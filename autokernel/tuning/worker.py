@@ -733,6 +733,21 @@ _POLL_S = 0.1
 _STOPPED = object()
 
 
+def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
+    """What decides the binary a candidate compiles to, as far as the compile pool can
+    tell without Triton: the config and the problem's dtype, layout and epilogue, and of
+    M, N and K what Triton specializes on (the residue mod 16, being 1) or the kernels read
+    as constants (K a multiple of the K step, indices past 32 bits). Two candidates with
+    one key compile once; where the key is too coarse the timing worker compiles what is
+    missing itself, so a wrong key costs time, never a result."""
+    if config is None:
+        return None
+    m, n, k = problem.m, problem.n, problem.k
+    big = max(m * k, k * n, m * n) >= 2 ** 31
+    return (config, problem.dtype, problem.layout, problem.activation, problem.bias,
+            tuple((x % 16, x == 1) for x in (m, n, k)), k % (config.block_k * config.split_k) == 0, big)
+
+
 class _Batch:
     """One caller's candidates in the compile pool: the tasks still waiting for a worker,
     how many are on one, and where their results go."""
@@ -779,6 +794,10 @@ class CompilePool:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._closed: str | None = None  # why no batch is taken any more
+        # The pool's thread alone: the compile key of each candidate on a worker, and the
+        # candidates of other batches with that key waiting for its result (compile_key).
+        self._compiling: dict[tuple[int, int], tuple] = {}
+        self._followers: dict[tuple, list[tuple[int, int, Problem, KernelConfig | None]]] = {}
 
     def start(self, n: int) -> None:
         """Start ``n`` workers (at most ``size``) before any candidate needs them, so that their
@@ -853,6 +872,43 @@ class CompilePool:
         for batch in batches:
             batch.results.put(_STOPPED)
 
+    def _follow(self, batches: dict[int, _Batch]) -> None:
+        """Take out of the batches' queues the candidates whose kernel a worker compiles now
+        for another: they wait for that compile instead of compiling it again."""
+        if not self._followers:
+            return
+        for batch in batches.values():
+            keep = deque()
+            for index, problem, config in batch.pending:
+                key = compile_key(problem, config)
+                if key is not None and key in self._followers:
+                    self._followers[key].append((batch.seq, index, problem, config))
+                    batch.running += 1
+                else:
+                    keep.append((index, problem, config))
+            batch.pending = keep
+
+    def _release(self, task_key: tuple[int, int], result, batches: dict[int, _Batch]) -> None:
+        """The candidates that waited for the compile of ``task_key``: compiled too where it
+        compiled (``result`` None), else back in their batches to compile on their own (a
+        failure, a lost worker, a cancelled batch: none of theirs to share)."""
+        key = self._compiling.pop(task_key, None)
+        if key is None:
+            return
+        requeued = False
+        for seq, index, problem, config in self._followers.pop(key, []):
+            batch = batches.get(seq)
+            if batch is None:
+                continue
+            batch.running -= 1
+            if result is None:
+                batch.results.put((index, None))
+            else:
+                batch.pending.appendleft((index, problem, config))
+                requeued = True
+        if requeued:
+            self._wake()
+
     def _serve(self) -> None:
         try:
             while self._step():
@@ -874,8 +930,10 @@ class CompilePool:
             want = max(self._want, sum(len(b.pending) + b.running for b in batches.values()))
         for w in list(pool._workers):  # on a candidate of a cancelled batch: no one waits for it
             if w.task is not None and w.task[0][0] not in batches:
+                self._release(w.task[0], "cancelled", batches)
                 pool.discard(w)
         pool.grow(want)
+        self._follow(batches)
         for w in list(pool._workers):
             if not (w.ready and w.task is None):
                 continue
@@ -891,6 +949,11 @@ class CompilePool:
                 pool._replace(w)
                 continue
             batch.running += 1
+            key = compile_key(problem, config)
+            if key is not None:
+                self._compiling[(batch.seq, index)] = key
+                self._followers[key] = []
+                self._follow(batches)
         busy = [w for w in pool._workers if w.task is not None or not w.ready]
         wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic()) if busy else None
         readable = multiprocessing.connection.wait([self._wake_r] + [w.conn for w in busy], timeout=wait_s)
@@ -903,6 +966,7 @@ class CompilePool:
             batch = batches[seq]
             batch.running -= 1
             batch.results.put((index, result))
+            self._release(key, result, batches)
 
         for w in busy:
             if w.conn in readable:

@@ -226,6 +226,52 @@ def device_noting_compile(problem: Problem, config: KernelConfig) -> Trial | Non
     return Trial(problem, config, "compile_error", error=f"device {task_device()} pid {os.getpid()}")
 
 
+COMPILE_LOG = "AUTOKERNEL_TEST_COMPILE_LOG"
+
+
+def logged_compile(problem: Problem, config: KernelConfig) -> Trial | None:
+    """A compile worker's task that takes a second and logs the problem it compiled for;
+    one with num_stages 2 fails."""
+    with open(os.environ[COMPILE_LOG], "a") as f:
+        f.write(f"{problem.m} {config.block_k} {config.num_stages}\n")
+    time.sleep(1.0)
+    return Trial(problem, config, "compile_error", error="bad") if config.num_stages == 2 else None
+
+
+def test_one_compile_serves_every_candidate_that_compiles_to_the_same_kernel(tmp_path, monkeypatch):
+    """Two GPUs asking at once for the same configs on problems that compile alike (M 1024
+    and 2048): each config compiles once and both batches hear it compiled. A config whose
+    compile fails is compiled again for the other batch, which gets its own failure."""
+    log = tmp_path / "compiles"
+    monkeypatch.setenv(COMPILE_LOG, str(log))
+    failing = GOOD.model_copy(update={"num_stages": 2})
+    configs = [GOOD.model_copy(update={"block_k": bk}) for bk in (16, 32)] + [failing]
+    problems = [Problem(1024, 256, 256), Problem(2048, 256, 256)]
+    pool = CompilePool(3, compile_fn=logged_compile)
+    results: dict[int, dict[int, Trial | None]] = {0: {}, 1: {}}
+    go = threading.Barrier(2)
+    try:
+        pool.start(3)
+
+        def ask(d: int) -> None:
+            go.wait()
+            tasks = [(i, problems[d], c) for i, c in enumerate(configs)]
+            pool.run(tasks, 60, lambda i, r: results[d].__setitem__(i, r), device=d)
+
+        threads = [threading.Thread(target=ask, args=(d,)) for d in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        pool.close()
+    for d in (0, 1):
+        assert results[d][0] is None and results[d][1] is None
+        assert results[d][2].status == "compile_error" and results[d][2].problem == problems[d]
+    compiled = sorted(" ".join(line.split()[1:]) for line in log.read_text().splitlines())
+    assert compiled == ["16 1", "16 2", "16 2", "32 1"], log.read_text()  # the failing one twice
+
+
 def test_two_evaluators_share_one_compile_pool():
     """Two GPUs' evaluators, each in its thread, hand their candidates to one pool of two
     workers: each gets its own results, launched on its own GPU, and no third worker starts."""
