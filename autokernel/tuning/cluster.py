@@ -68,12 +68,12 @@ class Host:
 
     def __init__(self, replay: str | None = None, cache: bool = True, timeout_s: float = 120.0) -> None:
         if replay is not None:
-            from autokernel.tuning.replay import ReplayEvaluator
+            from autokernel.tuning.replay import ReplayEvaluator  # in the actor, when asked: loads the history
 
             self.evaluator = ReplayEvaluator(replay)
             self.device, self.timing = self.evaluator.device, self.evaluator.timing
         else:
-            from autokernel.tuning.run import local_slot
+            from autokernel.tuning.run import local_slot  # run imports this module
 
             slot = local_slot(None, cache, timeout_s)
             self.evaluator, self.device, self.timing = slot.evaluator, slot.device_name, slot.timing

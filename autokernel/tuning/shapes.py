@@ -92,7 +92,7 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list
     swap_linear leaves to torch (not listed: a config tuned for it would never be used).
     The model is built on the meta device, so no weights are allocated; the walk is
     ``autokernel.nn.linear_sites``, the one swap_linear takes."""
-    import torch
+    import torch  # torch and the nn layer only for --model: reading a shapes file needs neither
 
     from autokernel.nn import linear_sites
 
