@@ -608,15 +608,8 @@ class _Pool:
                         pending.appendleft(task)
                         self._replace(w)
             waiting = [w for w in self._workers if w.task is not None or not w.ready]
-            if not waiting:
-                continue
-            wait_s = max(0.0, min(w.deadline for w in waiting) - time.monotonic())
-            readable = multiprocessing.connection.wait([w.conn for w in waiting], timeout=wait_s)
-            for w in waiting:
-                if w.conn in readable:
-                    self._receive(w, emit)
-                elif time.monotonic() >= w.deadline:
-                    self._expire(w, emit, timeout)
+            if waiting:
+                self._await(waiting, emit, timeout)
 
     def ready(self) -> bool:
         """True when a worker is started and every started one is up."""
@@ -626,13 +619,19 @@ class _Pool:
         """Have one worker at least started, and wait until every started one is ready."""
         self.grow(1)
         while starting := [w for w in self._workers if not w.ready]:
-            wait_s = max(0.0, min(w.deadline for w in starting) - time.monotonic())
-            readable = multiprocessing.connection.wait([w.conn for w in starting], timeout=wait_s)
-            for w in starting:
-                if w.conn in readable:
-                    self._receive(w, _nothing_to_emit)
-                elif time.monotonic() >= w.deadline:
-                    self._expire(w, _nothing_to_emit, START_TIMEOUT_S)
+            self._await(starting, _nothing_to_emit, START_TIMEOUT_S)
+
+    def _await(self, workers: list[_Worker], emit, timeout: float) -> None:
+        """Wait for a message from ``workers`` or for their first deadline, then take every
+        message that came and expire every worker past its deadline (``timeout``: what the
+        lost task is said to have overrun)."""
+        wait_s = max(0.0, min(w.deadline for w in workers) - time.monotonic())
+        readable = multiprocessing.connection.wait([w.conn for w in workers], timeout=wait_s)
+        for w in workers:
+            if w.conn in readable:
+                self._receive(w, emit)
+            elif time.monotonic() >= w.deadline:
+                self._expire(w, emit, timeout)
 
     def discard(self, w: _Worker) -> None:
         """Kill ``w`` and start none in its place (the pool grows again as tasks need)."""
