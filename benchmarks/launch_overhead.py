@@ -231,17 +231,21 @@ def _profile(title, fn, n=2000):
     print(f"==== {LABEL}cProfile {title}, {n} calls (tottime s)\n" + "\n".join(lines), flush=True)
 
 
+def _step_inputs(s: int = 256):
+    """x, w, b (with grad) and the output gradient dy of an s x s x s fp16 training step."""
+    dt = torch.float16
+    x = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    w = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
+    b = torch.randn(s, device=DEV, dtype=dt, requires_grad=True)
+    return x, w, b, torch.randn(s, s, device=DEV, dtype=dt)
+
+
 def section_ratios(versions):
     """Ratios that survive the host's drift (back-to-back rows of one run moved by up to
     30 %): every candidate is timed in each of ROUNDS rounds, in an order rotated per
     round; per round, its time over the reference's; the median of those ratios."""
     rounds = 15
-    s = 256
-    dt = torch.float16
-    x = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
-    w = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
-    b = torch.randn(s, device=DEV, dtype=dt, requires_grad=True)
-    dy = torch.randn(s, s, device=DEV, dtype=dt)
+    x, w, b, dy = _step_inputs()
     xd, wd, bd = x.detach(), w.detach(), b.detach()
     steps = {"torch autograd step": lambda: torch.autograd.grad(F.gelu(F.linear(x, w, b)), (x, w, b), dy)}
     calls = {"torch F.linear + bias + gelu": lambda: F.gelu(F.linear(xd, wd, bd))}
@@ -294,12 +298,7 @@ def section_shapes():
 
 
 def section_training():
-    s = 256
-    dt = torch.float16
-    x = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
-    w = torch.randn(s, s, device=DEV, dtype=dt, requires_grad=True)
-    b = torch.randn(s, device=DEV, dtype=dt, requires_grad=True)
-    dy = torch.randn(s, s, device=DEV, dtype=dt)
+    x, w, b, dy = _step_inputs()
 
     def ours():
         torch.autograd.grad(ak.linear(x, w, b, "gelu"), (x, w, b), dy)
