@@ -14,8 +14,13 @@ none. Compile workers, one per candidate needing a compile (at most one per CPU 
 then launch each of those once (``evaluate.launch_once``) in parallel: that records
 compile errors and OutOfResources, and leaves each binary in the cache. Last, the timing
 worker checks and times the survivors one at a time (``evaluate`` with ``gpu_ms``),
-loading the binaries from the cache, so no compile runs beside a measurement. Under the
-interpreter there is nothing to compile: the timing worker alone runs each candidate.
+loading the binaries from the cache, so no compile runs beside a measurement. A batch
+that comes while the timing worker is still starting, where the compile workers are
+started already (the pool of ``tune(gpus=...)`` starts with the timing workers), skips the
+probe: every candidate goes to the compile workers at once (one already in the cache is
+only loaded there), and the timing worker is waited for when the first one is ready to be
+timed, so its start-up overlaps the batch's compiles. Under the interpreter there is
+nothing to compile: the timing worker alone runs each candidate.
 The cuBLAS baseline (``baseline``) is measured in the timing worker too: the main process
 never starts a CUDA context.
 
@@ -196,14 +201,17 @@ class WorkerEvaluator(EvaluatorBase):
         env: environment variables set in every worker before it imports torch (e.g.
             CUDA_VISIBLE_DEVICES, to give its workers one GPU of several).
         on_phase: told ``(kind, start, end)`` (time.perf_counter seconds) of each phase
-            of every call: "start" (waiting for the timing worker to come up), "probe",
-            "compile" (waiting for compiles) and "timing" (the timing worker measuring,
-            re-timing or measuring cuBLAS); a Timeline's recorder.
+            of every call, one after the other, none overlapping: "start" (waiting for the
+            timing worker to come up: before the batch, or, for a batch compiled while it
+            starts, once its first candidate is compiled), "probe", "compile" (waiting for
+            compiles) and "timing" (the timing worker measuring, re-timing or measuring
+            cuBLAS); a Timeline's recorder.
 
-    ``on_trial`` gets each trial as soon as it is final: on a GPU the probe's and the
-    compile phase's failures come first, then the timed trials in the order given. The returned list
-    is in the order given. Ctrl-C (or any exception, from ``on_trial`` too) kills the
-    workers and propagates; the trials already passed to ``on_trial`` stand.
+    ``on_trial`` gets each trial as soon as it is final: on a GPU the probe's failures come
+    first, then each candidate sent to the compile workers as its compile fails or as it is
+    timed once compiled, then the candidates found in the cache, timed in the order given.
+    The returned list is in the order given. Ctrl-C (or any exception, from ``on_trial``
+    too) kills the workers and propagates; the trials already passed to ``on_trial`` stand.
     """
 
     def __init__(
@@ -279,23 +287,29 @@ class WorkerEvaluator(EvaluatorBase):
             if failed is not None:
                 final(index, failed)
             else:
+                self._wait_for_timing_worker()  # still starting: the batch was compiled meanwhile
                 with self._phase("timing"):
                     self._timing.run([every[index]], self.timeout_s, final, kind=_EVALUATE)
             waited_since[0] = time.perf_counter()
 
         self.phase_s = {}
         with self._killed_on_error():
-            self._wait_for_timing_worker()
-            pool = self._compile_pool()
-            if pool is not None and tasks:
-                with self._phase("probe"):
-                    self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
-                if uncompiled:
-                    waited_since[0] = time.perf_counter()
-                    pool.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled_then_timed,
-                             device=self._compile_device, stop=self._aborted)
-                    self._record_phase("compile", waited_since[0], time.perf_counter())
-                tasks = [task for task in tasks if trials[task[0]] is None]
+            pool = self._compiling_while_starting() if tasks else None
+            if pool is not None:  # no probe: the timing worker is waited for once a candidate is compiled
+                self._timing.grow(1)
+                uncompiled.update(range(len(tasks)))
+            else:
+                self._wait_for_timing_worker()
+                pool = self._compile_pool()
+                if pool is not None and tasks:
+                    with self._phase("probe"):
+                        self._timing.run(tasks, self.timeout_s, probed, kind=_PROBE)
+            if uncompiled:
+                waited_since[0] = time.perf_counter()
+                pool.run([t for t in tasks if t[0] in uncompiled], self.compile_timeout_s, compiled_then_timed,
+                         device=self._compile_device, stop=self._aborted)
+                self._record_phase("compile", waited_since[0], time.perf_counter())
+            tasks = [task for task in tasks if trials[task[0]] is None]
             with self._phase("timing"):
                 self._timing.run(tasks, self.timeout_s, final, kind=_EVALUATE)
         return trials  # type: ignore[return-value]  # every index was filled
@@ -382,6 +396,17 @@ class WorkerEvaluator(EvaluatorBase):
         if self._compile is None and self._compile_workers > 0:
             self._compile = CompilePool(self._compile_workers, compile_fn=self._compile_fn, env=self._env)
         return self._compile
+
+    def _compiling_while_starting(self) -> "CompilePool | None":
+        """The compile pool to send a whole batch to, unprobed, while the timing worker is
+        still starting: where the pool's workers are started already (a shared pool starts
+        with the timing workers), its compiles overlap the timing worker's start-up. None
+        when the timing worker is up, or where the batch would start compile workers: the
+        probe is what spares a rerun of a tuned shape their start."""
+        pool = self._shared if self._shared is not None else self._compile
+        if pool is None or not pool.started or self._timing.ready():
+            return None
+        return pool
 
     def _pools(self) -> list:
         """The pools this evaluator owns (a shared compile pool is its owner's to close)."""
@@ -612,7 +637,10 @@ class _Pool:
                 self._await(waiting, emit, timeout)
 
     def ready(self) -> bool:
-        """True when a worker is started and every started one is up."""
+        """True when a worker is started and every started one is up (their news read now,
+        without waiting: a worker's start that failed raises WorkerError here)."""
+        if starting := [w for w in self._workers if not w.ready]:
+            self._await(starting, _nothing_to_emit, START_TIMEOUT_S, poll=True)
         return bool(self._workers) and all(w.ready for w in self._workers)
 
     def wait_ready(self) -> None:
@@ -621,11 +649,11 @@ class _Pool:
         while starting := [w for w in self._workers if not w.ready]:
             self._await(starting, _nothing_to_emit, START_TIMEOUT_S)
 
-    def _await(self, workers: list[_Worker], emit, timeout: float) -> None:
-        """Wait for a message from ``workers`` or for their first deadline, then take every
-        message that came and expire every worker past its deadline (``timeout``: what the
-        lost task is said to have overrun)."""
-        wait_s = max(0.0, min(w.deadline for w in workers) - time.monotonic())
+    def _await(self, workers: list[_Worker], emit, timeout: float, poll: bool = False) -> None:
+        """Wait for a message from ``workers`` or for their first deadline (with ``poll``, not
+        at all), then take every message that came and expire every worker past its deadline
+        (``timeout``: what the lost task is said to have overrun)."""
+        wait_s = 0.0 if poll else max(0.0, min(w.deadline for w in workers) - time.monotonic())
         readable = multiprocessing.connection.wait([w.conn for w in workers], timeout=wait_s)
         for w in workers:
             if w.conn in readable:
@@ -805,6 +833,13 @@ class CompilePool:
             self._open()
             self._want = max(self._want, n)
         self._wake()
+
+    @property
+    def started(self) -> bool:
+        """Whether workers were asked for already (``start``, or a batch): a batch sent now
+        starts none that would not be started anyway."""
+        with self._lock:
+            return self._want > 0 or self._seq > 0
 
     def run(self, tasks: Sequence[_Task], timeout: float, emit: Callable[[int, "Trial | None"], None], *,
             device: int | None = None, stop: threading.Event | None = None) -> None:

@@ -4,6 +4,7 @@ and the run goes on; compile and timing phases; re-timing; Ctrl-C; the GPU-time 
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import os
 import signal
@@ -20,6 +21,7 @@ from autokernel.history import is_retimed
 from autokernel.records import Problem
 from autokernel.tuning.evaluator import RETIMED, suspicious_pair
 from autokernel.tuning.replay import ReplayEvaluator
+from autokernel.tuning.timeline import PHASES, Timeline
 from autokernel.tuning.worker import BATCH_LOST, NOT_COMPILED, CompilePool, WorkerError, WorkerEvaluator, task_device
 from tests.helpers import BIG_SHAPE
 
@@ -173,6 +175,126 @@ def test_compile_phase_records_failures_and_only_survivors_are_timed():
     assert len(seen) == len(configs)
     assert sorted(map(id, seen)) == sorted(map(id, trials))
     assert all(t.rel_error <= 1e-4 for t in (trials[0], trials[3]))
+
+
+class StartGate:
+    """A slow start for a worker: unpickled there with its task functions, before the
+    worker says it is up, it waits until the file ``path`` exists (as a slow import of
+    torch would), then goes on, or with ``die`` exits."""
+
+    def __init__(self, path: Path, die: bool = False) -> None:
+        self.path, self.die = str(path), die
+
+    def __reduce__(self):
+        return _pass_gate, (self.path, self.die)
+
+
+def _pass_gate(path: str, die: bool) -> StartGate:
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    if die:
+        os._exit(3)
+    return StartGate(Path(path), die)
+
+
+def gated_evaluate(gate: StartGate, problem: Problem, config: KernelConfig) -> Trial:
+    """flaky_evaluate in a timing worker whose start waits for ``gate``."""
+    return flaky_evaluate(problem, config)
+
+
+def noted_compile(problem: Problem, config: KernelConfig) -> Trial | None:
+    """A compile worker's task: note the config's block_k in COMPILE_LOG, then fail a
+    candidate that asks for a compile error or to exit; the others pass on to timing."""
+    with open(os.environ[COMPILE_LOG], "a") as f:
+        f.write(f"{config.block_k}\n")
+    if BEHAVIOUR.get(config.group_m) in ("compile_error", "exit"):
+        misbehave(config)
+    return None
+
+
+def wait_for(condition, within_s: float = 120.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_batch_compiles_while_the_timing_worker_starts(tmp_path, monkeypatch):
+    """A started compile pool, a timing worker still starting: the batch goes to the compile
+    workers at once, unprobed, and the timing worker is waited for ("start") once the first
+    candidate is compiled. The trials, and the order on_trial hears them in, are those of a
+    batch that comes once the timing worker is up (probed, then compiled); the phases follow
+    one another, so the timeline cuts none of them short."""
+    gate = tmp_path / "gate"
+    log = tmp_path / "compiles"
+    monkeypatch.setenv(COMPILE_LOG, str(log))
+    configs = [GOOD, candidate("compile_error"), GOOD.model_copy(update={"block_k": 32}), candidate("raise"),
+               candidate("exit").model_copy(update={"block_k": 64})]
+    timeline = Timeline()
+    pool = CompilePool(1, compile_fn=noted_compile)  # one worker: the candidates compile in the order given
+    evaluator = WorkerEvaluator(evaluate_fn=functools.partial(gated_evaluate, StartGate(gate)), probe_fn=uncompiled,
+                                compile_pool=pool, spare=False, timeout_s=60, on_phase=timeline.recorder("GPU 0"))
+    seen: list[Trial] = []
+    first: list = []
+    try:
+        pool.start(1)
+        evaluator.start()
+
+        def tune() -> None:
+            with timeline.job("GPU 0", "first"):
+                first.append(evaluator.evaluate(PROBLEM, configs, on_trial=seen.append))
+
+        thread = threading.Thread(target=tune)
+        thread.start()
+        assert wait_for(lambda: log.exists() and len(log.read_text().split()) == len(configs))
+        assert thread.is_alive() and seen == []  # the first compiled waits for the timing worker, the rest behind it
+        gate.touch()
+        thread.join(120)
+        assert first, "the batch did not finish"
+        phases = dict(evaluator.phase_s)
+        again: list[Trial] = []
+        with timeline.job("GPU 0", "second"):
+            second = evaluator.evaluate(PROBLEM, configs, on_trial=again.append)
+        phases_again = dict(evaluator.phase_s)
+    finally:
+        evaluator.close()
+        pool.close()
+    trials = first[0]
+    assert [t.status for t in trials] == ["success", "compile_error", "success", "runtime_error", "compile_error"]
+    assert trials[3].error == "ValueError: a bad candidate" and "compile worker died (exit code 1)" in trials[4].error
+    assert log.read_text().split() == ["16", "16", "32", "16", "64"] * 2  # each batch compiled whole, once
+    assert set(phases) == {"compile", "start", "timing"} and phases["start"] > 0
+    assert set(phases_again) == {"probe", "compile", "timing"}
+    outcome = lambda ts: [(t.config, t.status, t.error) for t in ts]  # noqa: E731
+    assert outcome(second) == outcome(trials) and outcome(again) == outcome(seen)
+    assert seen == trials and again == second  # on_trial: the order given, as each compiled
+    spans = [s for s in timeline.spans() if s.device == "GPU 0"]
+    kinds = {job: [s.kind for s in spans if s.problem == job and s.kind in PHASES] for job in ("first", "second")}
+    assert kinds["first"][:3] == ["compile", "start", "timing"] and kinds["first"].count("start") == 1
+    assert "probe" not in kinds["first"] and kinds["second"][0] == "probe" and "start" not in kinds["second"]
+    for kind in ("compile", "start", "timing", "probe"):  # no phase overlapped another: none was cut
+        whole = (phases.get(kind, 0.0) + phases_again.get(kind, 0.0))
+        assert sum(s.seconds for s in spans if s.kind == kind) == pytest.approx(whole, abs=1e-6)
+
+
+def test_a_timing_worker_that_dies_starting_while_its_batch_compiles_fails_the_call(tmp_path, monkeypatch):
+    """As when the batch waited for it: WorkerError, and the shared pool stays open."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    monkeypatch.setenv(COMPILE_LOG, str(tmp_path / "compiles"))
+    pool = CompilePool(1, compile_fn=noted_compile)
+    evaluator = WorkerEvaluator(evaluate_fn=functools.partial(gated_evaluate, StartGate(gate, die=True)),
+                                probe_fn=uncompiled, compile_pool=pool, spare=False)
+    try:
+        pool.start(1)
+        with pytest.raises(WorkerError, match="timing worker died while starting"):
+            evaluator.evaluate(PROBLEM, [GOOD])
+        results: dict = {}
+        pool.run([(0, PROBLEM, candidate("compile_error"))], TIMEOUT_S, results.__setitem__)
+        assert results[0].status == "compile_error"
+    finally:
+        evaluator.close()
+        pool.close()
 
 
 def compile_workers_alive(within_s: float = 0.0) -> list:
