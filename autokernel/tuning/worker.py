@@ -76,12 +76,6 @@ TIMEOUT_S = 120.0
 """Default wall-clock limit for one candidate (autokernel tune's --timeout default)."""
 START_TIMEOUT_S = 300.0
 """How long a fresh worker may take to import torch and Triton before the run is given up."""
-COMPILE_NICE = 10
-"""The niceness compile workers run at. The timing workers' host side (launches, CUDA-graph
-captures, the correctness check) is on every GPU's critical path, while a compile only has
-to be done by the time its GPU is free: compiling at a lower priority, a pool that keeps
-every core busy (one worker per core the timing workers leave, and their ptxas children)
-yields the CPU to the timing workers and the driver whenever they want it."""
 MAX_COMPILE_WORKERS = 16
 _WORKER_IMPORTS = "autokernel.evaluate"  # torch, Triton and the kernels, imported while a worker starts
 
@@ -468,19 +462,15 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 
 
 def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...],
-           env: dict[str, str] | None = None, nice: int = 0) -> None:
+           env: dict[str, str] | None = None) -> None:
     """A worker's loop: for each (kind, problem, config, device) received, send back
     (result, healthy), the result of ``fns[kind](problem, config)`` run on CUDA ordinal
     ``device`` (None: the worker's only GPU, or none).
 
     A Python exception from ``fn`` becomes a failed Trial here. ``healthy`` is False when
-    the CUDA context is broken afterwards; the worker then stops and is replaced. ``nice``:
-    added to the worker's niceness first (COMPILE_NICE), its start-up included.
+    the CUDA context is broken afterwards; the worker then stops and is replaced.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if nice:
-        with contextlib.suppress(OSError):  # a lower priority is never refused on Linux; elsewhere, best effort
-            os.nice(nice)
     os.environ.update(env or {})  # before torch is imported: CUDA_VISIBLE_DEVICES is read once
     importlib.import_module(_WORKER_IMPORTS)  # part of the start-up (START_TIMEOUT_S), not of a candidate's time
     conn.send(_READY)
@@ -559,11 +549,10 @@ def _sigint_ignored() -> Iterator[None]:
 class _Worker:
     """One spawned process serving candidates over a pipe."""
 
-    def __init__(self, ctx, fns: tuple[CandidateFn, ...], name: str, env: dict[str, str] | None = None,
-                 nice: int = 0) -> None:
+    def __init__(self, ctx, fns: tuple[CandidateFn, ...], name: str, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, fns, env, nice), name=f"autokernel-{name}", daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, fns, env), name=f"autokernel-{name}", daemon=True)
         with _sigint_ignored():
             self.process.start()
         child.close()  # so that the worker's death reads as end-of-file here
@@ -605,10 +594,9 @@ class _Pool:
     or reports a broken CUDA context is replaced (by the spare, when kept)."""
 
     def __init__(self, fns: tuple[CandidateFn, ...], size: int, *, lost_status: str, name: str,
-                 spare: bool = False, env: dict[str, str] | None = None, nice: int = 0) -> None:
+                 spare: bool = False, env: dict[str, str] | None = None) -> None:
         self._ctx = multiprocessing.get_context("spawn")
         self._env = env
-        self._nice = nice
         self._fns = fns
         self._size = size
         self._lost_status = lost_status  # the status of a candidate whose worker died
@@ -700,7 +688,7 @@ class _Pool:
                              daemon=True).start()
 
     def _start(self) -> _Worker:
-        return _Worker(self._ctx, self._fns, self._name, self._env, self._nice)
+        return _Worker(self._ctx, self._fns, self._name, self._env)
 
     def _take_spare(self) -> _Worker | None:
         spare, self._spare = self._spare, None
@@ -825,7 +813,7 @@ class CompilePool:
             raise ValueError(f"a compile pool needs one worker at least, got {size}")
         self.size = size
         self._pool = _Pool((compile_fn or compile_candidate,), size, lost_status="compile_error", name=name,
-                           env=dict(env or {}), nice=COMPILE_NICE)
+                           env=dict(env or {}))
         self._lock = threading.Lock()
         self._batches: dict[int, _Batch] = {}  # the batches someone waits for
         self._seq = 0

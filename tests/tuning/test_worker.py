@@ -432,27 +432,6 @@ def test_two_evaluators_share_one_compile_pool():
         pool.run([(0, PROBLEM, GOOD)], TIMEOUT_S, lambda i, r: None)
 
 
-def niceness_noting_compile(problem: Problem, config: KernelConfig) -> Trial | None:
-    """A compile worker's task: fail the candidate with a note of the worker's niceness."""
-    return Trial(problem, config, "compile_error", error=f"nice {os.nice(0)}")
-
-
-def test_compile_workers_run_at_a_lower_priority_than_timing():
-    """Compile workers yield the CPU to the timing workers and the driver: they run at
-    COMPILE_NICE more than this process (capped at Linux's 19); timing workers do not."""
-    from autokernel.tuning.worker import COMPILE_NICE
-
-    pool = CompilePool(1, compile_fn=niceness_noting_compile)
-    got: list[Trial] = []
-    try:
-        pool.run([(0, PROBLEM, GOOD)], TIMEOUT_S, lambda i, r: got.append(r))
-    finally:
-        pool.close()
-    assert got[0].error == f"nice {min(19, os.nice(0) + COMPILE_NICE)}"
-    with WorkerEvaluator(evaluate_fn=niceness_noting_compile, spare=False) as timing:
-        assert timing.evaluate(PROBLEM, [GOOD])[0].error == f"nice {os.nice(0)}"
-
-
 def test_the_compile_pool_serves_the_batch_nearest_its_end_first(tmp_path, monkeypatch):
     """One worker, a batch of three under way when a batch of one comes: the one goes next
     (its GPU is back to timing soonest), then the rest of the three."""
