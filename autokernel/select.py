@@ -3,19 +3,20 @@
 The model, per candidate config c (a tile of BM x BN, K step, kernel) on a problem M x N x K:
 
     units  = ceil(M / BM) * ceil(N / BN) * split_k        programs' worth of output tiles
-    waves  = units / (SMs * occupancy)                     rounded up, except for stream-K,
-                                                           which spreads the last wave's work
+    waves  = ceil(units / SMs)                             the busiest SM's tiles (stream-K:
+                                                           units / SMs, not rounded)
     T      = smoothmax(waves * (a_c + b_c * K / split_k),  the tiles' compute and loads
-                       bytes / (bandwidth * e_c))          the problem's own bytes
+                       bytes / (bandwidth * e_c),          the problem's own bytes
+                       l2_bytes / (L2 bandwidth * g_c))    the operands as the tiles read them
              + d_c                                         launch, split-K's second pass, tails
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
-fraction of the copy bandwidth the kernel reaches) and d_c (µs) are per-candidate
-constants fitted to GPU timings of the candidates on a spread of shapes
-(``benchmarks/select_sweep.py``), and shipped as data per GPU
-(``autokernel/configs/selector/<device>.json``). Occupancy follows from each candidate's
-shared memory and warps. Tuned configs from a best-config file enter as candidates too,
-scored with the constants of the candidate that runs the same kernel with the same tile.
+fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
+bandwidth) and d_c (µs) are per-candidate constants fitted to GPU timings of the candidates
+on a spread of shapes (``benchmarks/select_sweep.py``), and shipped as data per GPU
+(``autokernel/configs/selector/<device>.json``). Tuned configs from a best-config file
+enter as candidates too, scored with the constants of the candidate that runs the same
+kernel with the same tile.
 """
 
 from __future__ import annotations
@@ -29,13 +30,9 @@ import torch
 
 from autokernel import knobs
 from autokernel.candidates import CANDIDATES
-from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
+from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.kernels.matmul_tma import tma_operands
 from autokernel.records import torch_dtype
-
-SMEM_PER_SM = 233472
-"""Shared memory per SM on Hopper (228 KiB); one program may take at most 227 KiB."""
-WARPS_PER_SM = 64
 
 
 def tma_aligned(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> bool:
@@ -112,37 +109,31 @@ def kernel_kind(config: KernelConfig, tma: bool) -> str:
     return "grouped" if kernel == "tma" and not tma else kernel
 
 
-def occupancy(config: KernelConfig, dtype: torch.dtype) -> int:
-    """Programs of ``config`` that fit on one SM at once: by shared memory, warps and the
-    accumulator's registers (the persistent TMA kernel launches one per SM regardless)."""
-    smem = max(shared_memory_bytes(config, dtype), 1)
-    warps = config.num_warps * (3 if config.warp_specialize else 1)
-    regs = min(255, config.block_m * config.block_n // (32 * config.num_warps) + 64)
-    return max(1, min(SMEM_PER_SM // (smem + 1024), WARPS_PER_SM // warps, 65536 // (regs * 32 * config.num_warps)))
-
-
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
              programs: int) -> tuple[float, float, float, float]:
     """(waves, K per program, bytes, L2 bytes): what the model's constants multiply. ``tma``: whether
     the TMA kernel can take the operands."""
-    kind = kernel_kind(config, tma)
-    occ = occupancy(config, dtype) if kind in ("grouped", "splitk") else 1
-    return _terms(config, kind, occ, m, n, k, dtype.itemsize, programs)
+    return _terms(config, kernel_kind(config, tma), m, n, k, dtype.itemsize, programs)
 
 
-def _terms(config: KernelConfig, kind: str, occ: int, m: int, n: int, k: int, itemsize: int,
+def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: int,
            programs: int) -> tuple[float, float, float, float]:
-    """``features`` with the kernel kind and occupancy given (the selector keeps them per
-    candidate: a new shape's pick then costs arithmetic only)."""
+    """``features`` with the kernel kind given (the selector keeps it per candidate: a new
+    shape's pick then costs arithmetic only).
+
+    Waves: the rounds of tiles the busiest SM runs, ceil(units / SMs), for every kernel but
+    stream-K, which spreads the last round's work over every SM (units / SMs). The pointer
+    kernels run several programs to an SM where they fit, but co-resident programs share it:
+    counting whole waves of the programs that fit at once (ceil(units / (SMs * occupancy)))
+    saw one wave where the tiles outnumber the SMs, and mispredicted decode configs with deep
+    pipelines (on the H100 16x64x128 at 5-6 stages ran at 0.79-0.98x the 4-stage default's
+    speed once the tiles outnumbered the SMs). Each config's constants take in what sharing an SM
+    costs it. 10-fold CV over 696 H100 shapes: picks more than 2 % slower than the default
+    19 -> 8, pick / best 0.979 -> 0.978, cuBLAS / pick 0.886 -> 0.885."""
     split = config.split_k
     units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * split
     k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k
-    if kind == "streamk":
-        waves = units / programs
-    elif kind == "tma":
-        waves = float(_cdiv(units, programs))
-    else:
-        waves = float(_cdiv(units, programs * occ))
+    waves = units / programs if kind == "streamk" else float(_cdiv(units, programs))
     nbytes = (m * k + k * n + m * n) * itemsize
     if split > 1:
         nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
@@ -356,20 +347,18 @@ class Model:
 
 class _Prepared:
     """A candidate with what scoring it needs that does not depend on the shape: its kernel,
-    occupancy and constants, and its fields as plain numbers (read from the config once:
+    constants, and its fields as plain numbers (read from the config once:
     a new shape's pick is then arithmetic on locals)."""
 
-    __slots__ = ("config", "key", "kind", "occupancy", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "slots", "a", "b", "bandwidth", "d", "l2_bandwidth", "error")
+    __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split",
+                 "needs_tma", "stream_k", "a", "b", "bandwidth", "d", "l2_bandwidth", "error")
 
-    def __init__(self, config: KernelConfig, key: tuple, kind: str, occupancy: int, constants: Constants | None,
-                 scored_as: KernelConfig | None, programs: int):
-        self.config, self.key, self.kind, self.occupancy = config, key, kind, occupancy
+    def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
+                 scored_as: KernelConfig | None):
+        self.config, self.key, self.kind = config, key, kind
         self.constants, self.scored_as = constants, scored_as
         self.bm, self.bn, self.bk, self.split = config.block_m, config.block_n, config.block_k, config.split_k
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
-        # Programs one wave runs, as _terms divides by them (stream-K divides without rounding).
-        self.slots = programs * occupancy if kind in ("grouped", "splitk") else programs
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
@@ -431,9 +420,8 @@ def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) 
     found = memo.get((key, dtype.itemsize, tma))
     if found is None:
         constants = model.constants_for(config, tma)
-        kind = kernel_kind(config, tma)
-        found = _Prepared(config, key, kind, occupancy(config, dtype) if kind in ("grouped", "splitk") else 1,
-                          constants[0] if constants else None, constants[1] if constants else None, model.programs)
+        found = _Prepared(config, key, kernel_kind(config, tma), constants[0] if constants else None,
+                          constants[1] if constants else None)
         if model.errors:  # the error of the constants that score it; the largest where unknown
             found.error = model.errors.get(config_id(constants[1]) if constants else "", max(model.errors.values()))
         memo[(key, dtype.itemsize, tma)] = found
@@ -520,7 +508,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         split, bk = p.split, p.bk
         units = -(-m // p.bm) * -(-n // p.bn) * split
         k_per = float(-(-(-(-k1 // split)) // bk) * bk)
-        waves = units / programs if p.stream_k else float(-(-units // p.slots))
+        waves = units / programs if p.stream_k else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
         compute = waves * (p.a + p.b * k_per)
         memory = nbytes / p.bandwidth * 1e6
