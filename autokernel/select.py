@@ -284,10 +284,12 @@ UNCERTAINTY_Z = 0.3
 """Where the model knows its errors (``Model.errors``), the default config is replaced only
 by a config whose predicted gain, as a log ratio, exceeds UNCERTAINTY_Z times the combined
 error of the two predictions: sqrt(err_winner^2 + err_default^2), each the RMS log error of
-the constants that scored it on the rows they were fitted to. A margin proportional to the
-uncertainty: wide for the pointer kernels (0.17 on the H100), narrow for the TMA kernel
-(0.08). 10-fold cross-validation on the H100 sweeps (536 shapes): picks more than 2 % slower
-than the default 37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984 (docs/selector.md)."""
+the constants that scored it on the rows they were fitted to: a margin proportional to the
+uncertainty of the two predictions (on the H100 about 0.1 for either kernel kind; a config
+must then be predicted some 4 % faster). Chosen by 10-fold cross-validation on the H100
+sweeps (536 shapes, against a flat 3 % margin: picks more than 2 % slower than the default
+37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984; again on 696 shapes with the per-SM
+waves, z = 0.2-0.4 against 0.3: docs/selector.md)."""
 
 SCHEMA = 1
 
