@@ -425,7 +425,8 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
             fits_key, allowed = None, fits
         tuned = _nearby_fitted(m, n, k, dt, activation, device, dtype, limit, mode)
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
-                               fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout))
+                               fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout),
+                               b_rows=select.b_row_major(layout))
     if exact is not None:
         return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
     if ranked is not None:

@@ -9,11 +9,13 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
                        bytes / (bandwidth * e_c),          the problem's own bytes
                        l2_bytes / (L2 bandwidth * g_c))    the operands as the tiles read them
              + d_c                                         launch, split-K's second pass, tails
+    times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
 fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
-bandwidth) and d_c (µs) are per-candidate constants fitted to GPU timings of the candidates
-on a spread of shapes (``benchmarks/select_sweep.py``), and shipped as data per GPU
+bandwidth), d_c (µs) and r_c (B row-major against B transposed) are per-candidate
+constants fitted to GPU timings of the candidates on a spread of shapes
+(``benchmarks/select_sweep.py``), and shipped as data per GPU
 (``autokernel/configs/selector/<device>.json``). Tuned configs from a best-config file
 enter as candidates too, scored with the constants of the candidate that runs the same
 kernel with the same tile.
@@ -146,25 +148,33 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
 @dataclass(frozen=True)
 class Constants:
     """A candidate's fitted constants: per-tile fixed µs, µs per tile per unit of K, the
-    fraction of copy bandwidth reached, fixed µs per call, and the fraction of
-    L2_BANDWIDTH its operand reads reach (None in a file fitted without the L2 term)."""
+    fraction of copy bandwidth reached, fixed µs per call, the fraction of L2_BANDWIDTH its
+    operand reads reach (None in a file fitted without the L2 term), and the log of its time
+    with B row-major over its time with B as a transposed view (``r``; None in a file fitted
+    without it, which then predicts both alike)."""
 
     a: float
     b: float
     e: float
     d: float
     g: float | None = None
+    r: float | None = None
 
-    def predict_us(self, waves: float, k_per: float, nbytes: float, l2_bytes: float = 0.0) -> float:
+    def predict_us(self, waves: float, k_per: float, nbytes: float, l2_bytes: float = 0.0,
+                   b_rows: bool = False) -> float:
+        """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view."""
         compute = waves * (self.a + self.b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * self.e) * 1e6
         total = compute ** SMOOTH_P + memory ** SMOOTH_P
         if self.g is not None:
             total += (l2_bytes / (L2_BANDWIDTH * self.g) * 1e6) ** SMOOTH_P
-        return total ** (1 / SMOOTH_P) + self.d
+        us = total ** (1 / SMOOTH_P) + self.d
+        if b_rows and self.r is not None:
+            us *= math.exp(self.r)
+        return us
 
     def values(self) -> list[float]:
-        return [self.a, self.b, self.e, self.d] + ([self.g] if self.g is not None else [])
+        return [self.a, self.b, self.e, self.d] + [x for x in (self.g, self.r) if x is not None]
 
 
 def config_id(config: KernelConfig) -> str:
@@ -200,20 +210,21 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             if _left_out(config, row, tma):
                 continue
             f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
-            data.append((index[key], (*f, row["gpu_ms"] * 1e3)))
+            data.append((index[key], (*f, float(b_row_major(row.get("layout", "nt"))), row["gpu_ms"] * 1e3)))
     if not data:
         return {}
     g = torch.Generator().manual_seed(seed)
     idx = torch.tensor([i for i, _ in data])
     x = torch.tensor([v for _, v in data], dtype=torch.float64)
-    waves, k_per, nbytes, l2_bytes, t = x.unbind(1)
+    waves, k_per, nbytes, l2_bytes, b_rows, t = x.unbind(1)
     n_cfg = len(index)
-    theta = torch.zeros(n_cfg, 5, dtype=torch.float64)
+    theta = torch.zeros(n_cfg, 6, dtype=torch.float64)
     theta[:, 0] = math.log(2.0)
     theta[:, 1] = math.log(0.01)
     theta[:, 2] = 1.0
     theta[:, 3] = math.log(3.0)
     theta[:, 4] = 1.0
+    theta[:, 5] = 0.0
     theta += 0.01 * torch.randn(theta.shape, generator=g, dtype=torch.float64)
     theta.requires_grad_(True)
     kind_ids = {kind: i for i, kind in enumerate(sorted(set(kinds)))}
@@ -227,8 +238,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
         memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
         l2 = l2_bytes / (L2_BANDWIDTH * g_l2) * 1e6
         pred = (compute ** SMOOTH_P + memory ** SMOOTH_P + l2 ** SMOOTH_P) ** (1 / SMOOTH_P) + d
-        loss = ((pred.log() - t.log()) ** 2).mean()
-        means = torch.zeros(len(kind_ids), 5, dtype=torch.float64).index_add(0, kind_of, theta)
+        loss = ((pred.log() + theta[idx, 5] * b_rows - t.log()) ** 2).mean()
+        means = torch.zeros(len(kind_ids), 6, dtype=torch.float64).index_add(0, kind_of, theta)
         counts = torch.zeros(len(kind_ids), dtype=torch.float64).index_add(0, kind_of, torch.ones(n_cfg, dtype=torch.float64))
         prior = ((theta - (means / counts[:, None])[kind_of]) ** 2).mean()
         (loss + 1e-3 * prior).backward()
@@ -239,7 +250,7 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     theta = theta.detach()
     return {key: Constants(a=float(theta[i, 0].exp()), b=float(theta[i, 1].exp()),
                            e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()),
-                           g=float(torch.sigmoid(theta[i, 4])))
+                           g=float(torch.sigmoid(theta[i, 4])), r=float(theta[i, 5]))
             for key, i in index.items()}
 
 
@@ -266,7 +277,8 @@ def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
         found = model.constants_for(config, tma)
         if found is None or _left_out(config, row, tma):
             continue
-        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs))
+        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs),
+                                 b_rows=b_row_major(row.get("layout", "nt")))
         squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
     return {key: math.sqrt(sum(v) / len(v)) for key, v in squares.items()}
 
@@ -364,7 +376,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "a", "b", "bandwidth", "d", "l2_bandwidth", "error")
+                 "needs_tma", "stream_k", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -376,6 +388,7 @@ class _Prepared:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
             self.l2_bandwidth = None if constants.g is None else L2_BANDWIDTH * constants.g
+            self.row_factor = None if constants.r is None else math.exp(constants.r)
 
     @classmethod
     def same(cls, other: "_Prepared", config: KernelConfig) -> "_Prepared":
@@ -445,6 +458,13 @@ def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) 
 _INV_P = 1 / SMOOTH_P
 
 
+def b_row_major(layout: str) -> bool:
+    """Whether B is stored row-major (K x N, rows along N: layouts "nn" and "tn") rather than
+    as a transposed view (nn.Linear's weight, "nt"). The pointer kernels ran 15 % faster
+    with it on the H100, the TMA kernel alike either way (docs/selector.md)."""
+    return layout[1] == "n"
+
+
 def rows_aligned(k: int, layout: str) -> bool:
     """False where an operand stores its rows along K (A row-major, or B as a transposed
     view: nn.Linear's weight) and K is not a multiple of 16 elements. The pointer kernels
@@ -456,7 +476,8 @@ def rows_aligned(k: int, layout: str) -> bool:
 
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
-           margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True) -> Choice:
+           margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True,
+           b_rows: bool = False) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
@@ -464,7 +485,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
-    it is one) are left out while a TMA config remains.
+    it is one) are left out while a TMA config remains. ``b_rows``: B is row-major
+    (``b_row_major``).
 
     ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
     the launch's mode); given, the candidates' answers are kept per key, so that a new
@@ -529,7 +551,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if p.l2_bandwidth is not None:
             l2_bytes = float((m * k * -(-n // p.bn) + k * n * -(-m // p.bm)) * itemsize)
             total += (l2_bytes / p.l2_bandwidth * 1e6) ** SMOOTH_P
-        scores.append((total ** _INV_P + p.d, p, source))
+        us = total ** _INV_P + p.d
+        if b_rows and p.row_factor is not None:
+            us *= p.row_factor
+        scores.append((us, p, source))
     scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)
     scored = [s for s in scores if s[0] is not None]

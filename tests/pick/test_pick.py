@@ -38,7 +38,7 @@ def h100(monkeypatch):
 
 
 def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligned, margin=select.DEFAULT_MARGIN,
-                     z=select.UNCERTAINTY_Z):
+                     z=select.UNCERTAINTY_Z, b_rows=False):
     """The selector's rule read straight from its documentation, on the slow public pieces
     (why_not, features, constants_for, predict_us): (winner, source, [(config, source, µs)])."""
     pool = []
@@ -53,7 +53,7 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     scores = []
     for c, s in pool:
         found = model.constants_for(c, tma)
-        us = found[0].predict_us(*select.features(c, m, n, k, dtype, tma, model.programs)) if found else None
+        us = found[0].predict_us(*select.features(c, m, n, k, dtype, tma, model.programs), b_rows=b_rows) if found else None
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]
@@ -99,9 +99,11 @@ def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
                 return fit_error(c, dtype, limit, tma, bias, store_z) is None
 
             fast = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=fits,
-                                 fits_key=(dtype, limit, tma, bias, store_z), aligned=select.rows_aligned(k, layout))
+                                 fits_key=(dtype, limit, tma, bias, store_z), aligned=select.rows_aligned(k, layout),
+                                 b_rows=select.b_row_major(layout))
             config, source, scores = reference_choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned,
-                                                      fits=fits, aligned=select.rows_aligned(k, layout))
+                                                      fits=fits, aligned=select.rows_aligned(k, layout),
+                                                      b_rows=select.b_row_major(layout))
             where = (m, n, k, dtype, act, bias, store_z, tma, layout)
             assert (fast.config, fast.source) == (config, source), where
             # Every prediction, bit for bit, in the pool's order.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -30,16 +31,43 @@ def h100(monkeypatch):
     best.clear_cache()
 
 
-def _synthetic_rows(constants: dict[KernelConfig, select.Constants], shapes, noise=0.0, seed=0):
+def _synthetic_rows(constants: dict[KernelConfig, select.Constants], shapes, noise=0.0, seed=0, layouts=("nt",)):
     rng = random.Random(seed)
     rows = []
-    for m, n, k in shapes:
+    for i, (m, n, k) in enumerate(shapes):
+        layout = layouts[i % len(layouts)]
         for config, c in constants.items():
             f = select.features(config, m, n, k, torch.float16, True, 132)
-            us = c.predict_us(*f) * (1 + noise * rng.uniform(-1, 1))
-            rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": "nt",
+            us = c.predict_us(*f, b_rows=select.b_row_major(layout)) * (1 + noise * rng.uniform(-1, 1))
+            rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": layout,
                          "config": json.loads(config.to_json()), "gpu_ms": us / 1e3, "status": "success"})
     return rows
+
+
+def test_fit_learns_what_b_row_major_does_to_each_config():
+    """A config that runs 15 % faster with B row-major ("nn") than as a transposed view, and
+    one alike either way: the fit finds each one's ratio, the predictions and the pick apply
+    it only where B is row-major, and a file without it predicts both layouts alike."""
+    truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0, g=0.6, r=math.log(0.85)),
+             CANDIDATES[-1]: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9, r=0.0)}
+    rng = random.Random(2)
+    shapes = [(rng.choice([1, 16, 256, 2048, 8192]), rng.choice([1024, 4096, 14336]), rng.choice([1024, 4096, 11008]))
+              for _ in range(60)]
+    fitted = select.fit(_synthetic_rows(truth, shapes, noise=0.01, layouts=("nt", "nn")), steps=800)
+    for config, c in truth.items():
+        assert fitted[select.config_id(config)].r == pytest.approx(c.r, abs=0.03), config.short()
+    got = fitted[select.config_id(CANDIDATES[0])]
+    f = select.features(CANDIDATES[0], 16, 4096, 4096, torch.float16, True, 132)
+    assert got.predict_us(*f, b_rows=True) == pytest.approx(got.predict_us(*f) * math.exp(got.r))
+    assert select.b_row_major("nn") and select.b_row_major("tn") and not select.b_row_major("nt")
+    model = select.Model("GPU X", 132, fitted)
+    default = CANDIDATES[0]
+    by_layout = [{p.config: us for us, p, _ in select.choose(model, 16, 4096, 4096, torch.float16, tma=True,
+                                                             default=default, b_rows=rows).scores}
+                 for rows in (False, True)]
+    assert by_layout[1][default] == pytest.approx(by_layout[0][default] * math.exp(got.r))
+    old = select.Constants(*got.values()[:5])  # a file fitted before the layout term
+    assert old.r is None and old.predict_us(*f, b_rows=True) == old.predict_us(*f)
 
 
 def test_fit_recovers_a_known_model():
