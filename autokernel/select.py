@@ -129,8 +129,8 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     counting whole waves of the programs that fit at once (ceil(units / (SMs * occupancy)))
     saw one wave where the tiles outnumber the SMs, and mispredicted decode configs with deep
     pipelines (on the H100 16x64x128 at 5-6 stages ran at 0.79-0.98x the 4-stage default's
-    speed once the tiles outnumbered the SMs). Each config's constants take in what sharing an SM
-    costs it. 10-fold CV over 696 H100 shapes: picks more than 2 % slower than the default
+    speed once the tiles outnumbered the SMs). Each config's constants take in what sharing
+    an SM costs it. 10-fold CV over 696 H100 shapes: picks more than 2 % slower than the default
     19 -> 8, pick / best 0.979 -> 0.978, cuBLAS / pick 0.886 -> 0.885."""
     split = config.split_k
     units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * split
@@ -174,6 +174,7 @@ class Constants:
         return us
 
     def values(self) -> list[float]:
+        # Positional in a selector file: r is written only beside g (``fit`` gives both).
         return [self.a, self.b, self.e, self.d] + [x for x in (self.g, self.r) if x is not None]
 
 

@@ -53,7 +53,8 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     scores = []
     for c, s in pool:
         found = model.constants_for(c, tma)
-        us = found[0].predict_us(*select.features(c, m, n, k, dtype, tma, model.programs), b_rows=b_rows) if found else None
+        f = select.features(c, m, n, k, dtype, tma, model.programs)
+        us = found[0].predict_us(*f, b_rows=b_rows) if found else None
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]
