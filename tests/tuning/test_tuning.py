@@ -78,6 +78,24 @@ def test_seeded_strategies_repeat_themselves(name: str) -> None:
     assert first != other
 
 
+def test_optuna_starts_from_the_valid_configs_without_asking_tpe(monkeypatch) -> None:
+    """Before the history holds TPE's start-up trials, optuna proposes uniform samples of
+    the valid untried configs at once (TPE's own start, which in this space asks mostly for
+    invalid field combinations); from then on TPE is asked."""
+    optuna = pytest.importorskip("optuna")
+    asks = []
+    real_ask = optuna.study.Study.ask
+    monkeypatch.setattr(optuna.study.Study, "ask", lambda self, *a, **k: asks.append(1) or real_ask(self, *a, **k))
+    space = gpu_space()
+    strategy = make_strategy("optuna", seed=5)
+    first = strategy.propose(space, [], 8)
+    assert not asks and len({config_key(c) for c in first}) == 8 and all(space.contains(c) for c in first)
+    assert first == make_strategy("optuna", seed=5).propose(space, [], 8)
+    history = [Trial(space.problem, c, "success", ms=0.1 * (i + 1)) for i, c in enumerate(first)]
+    strategy.propose(space, history, 8)
+    assert asks  # past the start-up trials: TPE proposes
+
+
 def test_strategies_stop_when_the_space_is_exhausted() -> None:
     space = SearchSpace.for_problem(Problem(16, 16, 16))
     everything = space.configs()
