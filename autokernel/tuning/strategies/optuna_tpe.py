@@ -25,9 +25,12 @@ class OptunaStrategy(StrategyBase):
     log time, failed ones (and configs the space rejects) a penalty a little worse than
     the slowest success, so TPE learns to avoid them. Ordinal fields (tiles, warps,
     stages) are indices into their choices, so TPE sees their order; the knobs of named
-    values (the variant: knobs.py) are categorical. Proposals repeat neither the history
-    nor each other; where TPE keeps re-suggesting, the rest is filled with untried configs at random. Seeded per call
-    from (seed, history length), so one seed reproduces a whole run.
+    values (the variant: knobs.py) are categorical. Until the history holds TPE's start-up
+    trials (``n_startup_trials``), proposals are uniform samples of the valid untried
+    configs, as TPE's start would be without its invalid draws. Proposals repeat neither
+    the history nor each other; where TPE keeps re-suggesting, the rest is filled with
+    untried configs at random. Seeded per call from (seed, history length), so one seed
+    reproduces a whole run.
     """
 
     name = "optuna"
