@@ -436,24 +436,26 @@ def _fields(config: KernelConfig) -> tuple:
     return tuple(config.__dict__.values())
 
 
-def _prepare(model: Model, config: KernelConfig, dtype: torch.dtype, tma: bool) -> _Prepared:
+def _prepare(model: Model, config: KernelConfig, tma: bool) -> _Prepared:
+    """``config``'s _Prepared numbers under ``model``, made once per config and kernel (none
+    depends on the dtype: the dtype enters a prediction through the shape's bytes)."""
     memo = model._prepared
     # The same config object recurs on every shape (candidates, defaults, tuned entries):
     # found by identity first, which costs less than reading its fields.
-    found = memo.get((id(config), dtype.itemsize, tma))
+    found = memo.get((id(config), tma))
     if found is not None and found.config is config:
         return found
     key = _fields(config)
-    found = memo.get((key, dtype.itemsize, tma))
+    found = memo.get((key, tma))
     if found is None:
         constants = model.constants_for(config, tma)
         found = _Prepared(config, key, kernel_kind(config, tma), constants[0] if constants else None,
                           constants[1] if constants else None)
         if model.errors:  # the error of the constants that score it; the largest where unknown
             found.error = model.errors.get(config_id(constants[1]) if constants else "", max(model.errors.values()))
-        memo[(key, dtype.itemsize, tma)] = found
-    memo[(id(config), dtype.itemsize, tma)] = _Prepared.same(found, config)
-    return memo[(id(config), dtype.itemsize, tma)]
+        memo[(key, tma)] = found
+    memo[(id(config), tma)] = _Prepared.same(found, config)
+    return memo[(id(config), tma)]
 
 
 _INV_P = 1 / SMOOTH_P
@@ -498,13 +500,13 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     cache_key = (itemsize, tma, fits_key)
     candidates = memo.get(cache_key) if fits_key is not None else None
     if candidates is None:
-        candidates = tuple(_prepare(model, c, dtype, tma) for c in CANDIDATES if fits(c))
+        candidates = tuple(_prepare(model, c, tma) for c in CANDIDATES if fits(c))
         if fits_key is not None:
             memo[cache_key] = candidates
     pool: list[tuple[_Prepared, str]] = []
     seen: set[tuple] = set()
     for config, source in ((default, "default"), *tuned):
-        p = _prepare(model, config, dtype, tma)
+        p = _prepare(model, config, tma)
         if p.key in seen:
             continue
         if fits_key is None:
