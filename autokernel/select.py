@@ -95,10 +95,15 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
 
 SMOOTH_P = 3.0
 """The smooth maximum of the compute and memory terms: (x^p + y^p)^(1/p)."""
-L2_BANDWIDTH = 10.0e12
+L2_BANDWIDTH = 12.0e12
 """A nominal L2 bandwidth (bytes per second), a ceiling: each config's fitted fraction g of
 it is what its tiles' operand reads reach. Bounded, it fitted better than unbounded: 10-fold
-CV over 696 H100 shapes, picks more than 2 % slower than the default 19 against 29."""
+CV over 696 H100 shapes, picks more than 2 % slower than the default 19 against 29. At
+10e12 nearly every config's g sat at its bound (0.98-0.99), and 64x256 tiles read their
+operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8e12); of
+10, 12, 14, 20 and 30e12, 12e12 cross-validated best over 915 H100 shapes (pick / best
+0.981 -> 0.987, cuBLAS / pick 0.889 -> 0.895, picks more than 2 % slower than the default
+25 -> 20: docs/selector.md)."""
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
