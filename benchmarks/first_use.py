@@ -1,8 +1,10 @@
 """Tuning on first use against the tuned best and torch, side by side, on new shapes (GPU).
 
     python3 benchmarks/first_use.py --out first_use.jsonl [--n 40] [--seed 11] [--time-budget 480]
+    python3 benchmarks/first_use.py --out first_use.jsonl --shapes SHAPES.csv --tuned best.json
 
-Per shape (drawn as ``benchmarks/select_sweep.py`` draws them, a seed per run):
+Per shape (drawn as ``benchmarks/select_sweep.py`` draws them, a seed per run, or the
+problems of a shapes file):
 
 - pick: what ``autokernel.matmul`` launches without tuning (``best.resolve``);
 - first use: the config tuning on first use keeps (``AUTOKERNEL_AUTOTUNE`` on, a fresh
@@ -10,6 +12,9 @@ Per shape (drawn as ``benchmarks/select_sweep.py`` draws them, a seed per run):
   few and keeps the winner), with the host time that first call took;
 - best: the fastest of the selector's reach, raced in full: every candidate that
   applies (``select.why_not``), the default and the pick (not the tuner's whole space);
+- tuned (with ``--tuned``, a file of ``autokernel export-best``): the config a full tune
+  kept for exactly the problem (``autokernel loop --shapes`` over the same file), raced
+  with the others and counted in best;
 - torch: cuBLAS (``torch.mm``; with a bias or activation, torch's eager addmm and activation).
 
 Each config is checked once against a float32 reference, then all are timed together
@@ -34,11 +39,12 @@ import torch
 
 from autokernel import autotune, best, matmul, plans, runtime
 from autokernel.candidates import CANDIDATES
-from autokernel.config import default_config, fit_error
+from autokernel.config import KernelConfig, default_config, fit_error
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
 from autokernel.select import why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race, time_fn
+from autokernel.tuning.shapes import read_shapes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from select_sweep import draw_shapes  # noqa: E402  (the sweep's draw: shapes like real linear layers)
@@ -61,7 +67,7 @@ def timed(fns: list, interpreter: bool) -> list[float]:
     return race(fns, rounds=10, segment_ms=1.0)
 
 
-def measure(p: Problem, interpreter: bool) -> dict:
+def measure(p: Problem, interpreter: bool, tuned: KernelConfig | None = None) -> dict:
     dev = runtime.kernel_device()
     limit = runtime.shared_memory_limit()
 
@@ -92,7 +98,7 @@ def measure(p: Problem, interpreter: bool) -> dict:
     reach = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, programs) is None
              and (limit is None or fit_error(c, p.torch_dtype, limit, tma, p.bias, False) is None)]
     configs = []
-    for c in [pick, first, default_config(p.m, p.n, p.k, p.torch_dtype), *reach]:
+    for c in [pick, first, default_config(p.m, p.n, p.k, p.torch_dtype), *([tuned] if tuned else []), *reach]:
         if c not in configs:
             configs.append(c)
     ref = reference(a0, b0, bias0, p.activation)
@@ -116,7 +122,9 @@ def measure(p: Problem, interpreter: bool) -> dict:
     by_config = dict(zip(ok, ms))
     best_config = min(ok, key=by_config.get)
     return {**p.to_dict(), "pick": pick.short(), "first_use": first.short(), "best": best_config.short(),
+            "tuned": tuned.short() if tuned else None,
             "pick_ms": by_config.get(pick), "first_use_ms": by_config.get(first), "best_ms": by_config[best_config],
+            "tuned_ms": by_config.get(tuned) if tuned else None,
             "torch_ms": ms[-1], "raced_configs": len(ok), "first_call_s": first_call_s}
 
 
@@ -147,6 +155,11 @@ def summarize(rows: list[dict], interpreter: bool = False) -> str:
         f"torch / best {geomean(r['torch_ms'] / r['best_ms'] for r in ok):.3f}",
         f"  first call with tuning on (host): median {firsts[len(firsts) // 2]:.2f} s, max {firsts[-1]:.2f} s",
     ]
+    tuned = [r for r in ok if r.get("tuned_ms")]
+    if tuned:
+        lines.append(f"  {len(tuned)} with a tuned config: pick / tuned {geomean(r['tuned_ms'] / r['pick_ms'] for r in tuned):.3f}, "
+                     f"first use / tuned {geomean(r['tuned_ms'] / r['first_use_ms'] for r in tuned):.3f}, "
+                     f"torch / tuned {geomean(r['torch_ms'] / r['tuned_ms'] for r in tuned):.3f}")
     return "\n".join(lines)
 
 
@@ -157,12 +170,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--time-budget", type=float, default=480.0, metavar="SECONDS")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes under Triton's interpreter (a CPU check)")
+    ap.add_argument("--shapes", help="a shapes file (CSV or JSON) to measure instead of drawn shapes")
+    ap.add_argument("--tuned", help="a file of `autokernel export-best`: its config for each problem joins the race")
     args = ap.parse_args(argv)
     if runtime.INTERPRETER and not args.smoke:
         print("error: first_use.py times kernels on a GPU (--smoke checks the path on the CPU)", file=sys.stderr)
         return 2
     os.environ["AUTOKERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="autokernel-first-use-")  # a fresh cache
-    problems = smoke_shapes(args.n, args.seed) if args.smoke else draw_shapes(args.n, args.seed)
+    if args.shapes:
+        problems = read_shapes(args.shapes)
+    else:
+        problems = smoke_shapes(args.n, args.seed) if args.smoke else draw_shapes(args.n, args.seed)
+    tuned = best.load(args.tuned) if args.tuned else None
     start = time.monotonic()
     rows = []
     with open(args.out, "a") as f:
@@ -170,7 +189,8 @@ def main(argv=None) -> int:
             if time.monotonic() - start > args.time_budget:
                 print(f"time budget spent after {i} shapes", file=sys.stderr)
                 break
-            row = {**measure(p, runtime.INTERPRETER), "device": runtime.device_name(), "index": i}
+            config = tuned.config_for(p) if tuned else None
+            row = {**measure(p, runtime.INTERPRETER, config), "device": runtime.device_name(), "index": i}
             f.write(json.dumps(row) + "\n")
             f.flush()
             rows.append(row)
