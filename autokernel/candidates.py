@@ -32,6 +32,14 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(32, 64, 128, 8, 4, 4, split_k=4),
     _c(64, 64, 128, 8, 4, 4, split_k=4),
     _c(64, 128, 64, 8, 4, 4, split_k=2),
+    # few output tiles and a long K: more slices to fill the SMs
+    _c(16, 64, 128, 8, 4, 4, split_k=8),
+    _c(32, 64, 128, 8, 4, 4, split_k=8),
+    _c(64, 64, 128, 8, 4, 4, split_k=8),
+    _c(16, 64, 128, 8, 4, 4, split_k=16),
+    _c(64, 64, 128, 8, 4, 4, split_k=16),
+    _c(64, 128, 64, 8, 4, 4, split_k=4),
+    _c(128, 128, 64, 8, 4, 4, split_k=4),
     # small and mid-size outputs: more, smaller tiles to fill the SMs
     _c(64, 64, 64, 8, 4, 5),
     _c(64, 128, 64, 8, 4, 5),
