@@ -153,3 +153,23 @@ def test_search_space_prunes_split_k(device):
     # A config from before split_k keeps matching its recorded twin (replayed sweeps).
     assert config_key(KernelConfig.from_dict({"block_m": 16})) == config_key(KernelConfig(block_m=16, split_k=1))
     assert config_key(big) != config_key(big.model_copy(update={"split_k": 1}))
+
+
+def test_the_selectors_split_k_candidates_where_it_would_pick_them(device):
+    """Each split-K config the selector may pick, on an odd problem where it applies (the
+    last K slice short, the edge tiles masked, B a transposed view): as the selector would
+    launch it."""
+    from autokernel.candidates import CANDIDATES
+    from autokernel.select import why_not
+
+    problems = {}
+    for m, n, k in [(37, 70, 4200), (200, 130, 4200)]:
+        a, b, bias = inputs(m, n, k, torch.float16, device, "nt", seed=m)
+        problems[(m, n, k)] = a, b, bias, reference(a, b, bias, "silu")
+    split = [c for c in CANDIDATES if c.split_k > 1]
+    assert {c.split_k for c in split} == {2, 4, 8, 16}
+    for config in split:
+        shape = next((s for s in problems if why_not(config, *s, tma=True, programs=132) is None), None)
+        assert shape is not None, config.short()
+        a, b, bias, ref = problems[shape]
+        assert rel_error(ak.matmul(a, b, bias, "silu", config=config), ref) < 1e-2, (config.short(), shape)
