@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from autokernel import best
 from autokernel.best import shape_distance
 from autokernel.config import KernelConfig, _cdiv, default_config
 from autokernel.history import best_per_problem, is_retimed, trial_row
@@ -352,17 +353,29 @@ def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history
     return fresh((c for c in candidates if space.contains(c)), history, n)
 
 
+def untuned_pick(problem: Problem, space: SearchSpace, device: str) -> KernelConfig:
+    """What ``autokernel.matmul`` launches ``problem`` with on the GPU named ``device`` before
+    this tune (``best.pick``: a shipped or user tuned entry for exactly it, else the
+    selector's choice, else the default), with the space's shared memory and TMA answer.
+    A tune that never tried it could export a winner slower than what ran untuned: on the
+    H100, 48 random trials at 4x8960x640 kept a config 1.08x slower than the pick
+    (docs/selector.md)."""
+    tma = space.tma and why_no_tma(problem) is None
+    return best.pick(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
+                     problem.layout, device=device, limit=space.smem_limit, tma=tma, gpu=space.gpu).config
+
+
 def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorded] | None, *, device: str, timing: str,
                   limit: int = 3) -> list[KernelConfig]:
     """Configs worth trying first on a problem with no trials: the default config (its
     "auto" variant made explicit), its tile on the other kernel where the space has both
     (which kernel wins depends on the shape: the pointer kernel at 1024x4096x4096 and
     2048³ on the H100, TMA at most larger ones) and on the TMA kernel with its loops
-    flattened if the default's are not and the other way round, and the
-    best configs of the nearest other problems of the same dtype in the history, on this
-    device; and where the TMA tile's tiles fill the persistent grid's last wave poorly, the
-    tile half as tall (half_height_tile). Only those the space accepts. ``trials``: the
-    history (None: none)."""
+    flattened if the default's are not and the other way round; where the TMA tile's tiles
+    fill the persistent grid's last wave poorly, the tile half as tall (half_height_tile);
+    what ``autokernel.matmul`` runs untuned (``untuned_pick``); and the best configs of the
+    nearest other problems of the same dtype in the history, on this device. Only those the
+    space accepts. ``trials``: the history (None: none)."""
     default = space_default(problem, space)
     base = [default]
     if space.tma and default.variant in ("tma", "grouped"):
@@ -386,6 +399,7 @@ def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorde
 
     for config in base:
         add(config)
+    add(untuned_pick(problem, space, device))
     if trials:
         best = [t for t in best_per_problem(trials)
                 if t.device == device and t.timing == timing and t.problem.dtype == problem.dtype

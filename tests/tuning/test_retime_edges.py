@@ -284,3 +284,26 @@ def test_the_half_height_tile_stands_beside_the_leaders(tmp_path):
     loop._confirm_leaders(problem, gpu_space(problem), store2, Race(), record, device="H100", timing="gpu")
     df = store2.read()
     assert half.to_json() not in {c for c, n in zip(df["config"], df["note"]) if is_retimed(n)}
+
+
+def test_prior_tries_what_matmul_runs_untuned():
+    """The selector's pick for the named GPU joins the priors after the default's tiles: a
+    tune never exports a winner it did not race against what ran before it. Where it is
+    one of them (no model for the GPU: the default), nothing is added."""
+    from dataclasses import replace
+
+    import torch
+
+    from autokernel import best
+    from tests.helpers import gpu_space
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    problem = Problem(4, 8960, 640, "float16", layout="nt")
+    space = replace(gpu_space(problem), programs=132)
+    pick = best.pick(4, 8960, 640, torch.float16, "none", False, "nt", device=h100, limit=space.smem_limit,
+                     tma=True).config
+    seeds = loop.prior_configs(problem, space, None, device=h100, timing="gpu")
+    without = loop.prior_configs(problem, space, None, device="x", timing="gpu")
+    assert space.canonical(pick) not in without
+    assert seeds == [*without, space.canonical(pick)]
+    assert space.canonical(loop.untuned_pick(problem, space, "x")) in without
