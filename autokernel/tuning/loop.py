@@ -12,8 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from autokernel import best
-from autokernel.best import shape_distance
+from autokernel.best import pick, shape_distance
 from autokernel.config import KernelConfig, _cdiv, default_config
 from autokernel.history import best_per_problem, is_retimed, trial_row
 from autokernel.records import Problem, Recorded, Trial
@@ -361,8 +360,8 @@ def untuned_pick(problem: Problem, space: SearchSpace, device: str) -> KernelCon
     H100, 48 random trials at 4x8960x640 kept a config 1.08x slower than the pick
     (docs/selector.md)."""
     tma = space.tma and why_no_tma(problem) is None
-    return best.pick(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
-                     problem.layout, device=device, limit=space.smem_limit, tma=tma, gpu=space.gpu).config
+    return pick(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
+                problem.layout, device=device, limit=space.smem_limit, tma=tma, gpu=space.gpu).config
 
 
 def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorded] | None, *, device: str, timing: str,
