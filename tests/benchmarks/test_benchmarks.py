@@ -132,3 +132,60 @@ def test_multi_gpu_compares_one_device_with_two(tmp_path):
 def test_multi_gpu_refuses_one_device():
     proc = _run(str(BENCH / "multi_gpu.py"), "--cpu-workers", "1")
     assert proc.returncode == 2 and "two devices or more" in proc.stderr
+
+
+
+
+def _fuzz_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_bench", BENCH / "fuzz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tf32(t):
+    """``t`` (float32) with its mantissa rounded to TF32's 10 bits, as tensor cores take it;
+    the gradient passes through unchanged."""
+    import torch
+
+    rounded = ((t.detach().contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+    return t + (rounded - t.detach())
+
+
+SEED_WITH_A_FLIP = 55  # its operands put a pre-activation across 0 that moves dW by 7 % (checked below)
+
+
+@pytest.mark.parametrize("act", ["relu", "leaky_relu"])
+def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
+    """The kinked activations' reference gradient follows the kernel's forward across 0: a
+    linear whose products round as TF32 does (the GPU's float32 path) puts a pre-activation
+    near 0 on the other side of 0 than float32 does in this case, which is no failure; a
+    wrong gradient still is one, and our kernels pass."""
+    pytest.importorskip("triton")
+    import torch
+
+    import autokernel
+    from autokernel.evaluate import reference_activation
+
+    fuzz = _fuzz_module()
+    ours = autokernel.linear
+    cpu = torch.device("cpu")
+    m, n, k = 7, 145, 1567
+
+    def run(linear, case=(m, n, k, torch.float32, ("n", "n"), False, act, None)):
+        monkeypatch.setattr(fuzz.autokernel, "linear", linear)
+        return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(SEED_WITH_A_FLIP))
+
+    def tf32_linear(x, w, b, activation):
+        z = _tf32(x) @ _tf32(w).t()
+        return reference_activation(z if b is None else z + b, activation)
+
+    gen = torch.Generator().manual_seed(SEED_WITH_A_FLIP)  # the operands run_backward draws first
+    x = fuzz.operand(m, k, "n", torch.float32, cpu, gen)
+    w = fuzz.operand(n, k, "n", torch.float32, cpu, gen) / k ** 0.5
+    assert ((x @ w.t() > 0) != (_tf32(x) @ _tf32(w).t() > 0)).any()
+    assert run(tf32_linear)[0] == "ok"
+    assert run(lambda x, w, b, activation: tf32_linear(x, 1.5 * w, b, activation))[0] == "FAIL"
+    assert run(ours, (5, 33, 150, torch.float32, ("n", "t"), True, act, None))[0] == "ok"
