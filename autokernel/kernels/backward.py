@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import activation_grad
-from autokernel.kernels.launch import KernelLaunch
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first
 
 
 @triton.jit
@@ -86,3 +86,6 @@ def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_s
         dict(num_warps=4),
         dy.device, interpret,
     )
+
+
+hash_callees_first(globals())  # one cache key per kernel in every process (see there)

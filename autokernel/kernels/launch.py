@@ -68,6 +68,54 @@ def _hooks_quiet(runtime) -> bool:
         return False
 
 
+def hash_callees_first(namespace: dict) -> None:
+    """Have Triton work out the cache key of each JIT function in ``namespace`` (a kernel
+    module's globals) after those of every JIT function it calls, as the module is imported.
+
+    Triton 3.6 merges the globals a callee reads into its caller's before it works out the
+    callee's key, and a caller's key lists the constexpr globals merged: a callee hashed for
+    the first time inside its caller's hashing leaves its constants (the epilogue's) out of
+    the caller's key. A kernel's key, and so its binary's name in the on-disk cache,
+    depended on which kernel the process hashed first.
+    A compile worker whose first candidate ran one kernel named its binaries differently from
+    a timing worker whose first ran another, and the timing worker then compiled them again
+    while it measured. Hashed callees first, every process keys every kernel alike."""
+    from autokernel import runtime
+
+    if runtime.INTERPRETER:
+        return
+    done: set[int] = set()
+
+    def visit(fn) -> None:
+        if id(fn) in done:
+            return
+        done.add(id(fn))
+        for callee in _jit_callees(fn):
+            visit(callee)
+        fn.cache_key  # noqa: B018  (computed and kept by Triton)
+
+    for value in list(namespace.values()):
+        if _is_jit(value):
+            visit(value)
+
+
+def _is_jit(value) -> bool:
+    return isinstance(value, triton.runtime.jit.JITFunction)
+
+
+def _jit_callees(fn) -> list:
+    """The JIT functions ``fn`` names, as a global or as an attribute of a module it names."""
+    code, scope = fn.fn.__code__, fn.fn.__globals__
+    found = []
+    for name in code.co_names:
+        value = scope.get(name)
+        if _is_jit(value):
+            found.append(value)
+        elif inspect.ismodule(value):
+            found.extend(attr for other in code.co_names if _is_jit(attr := getattr(value, other, None)))
+    return found
+
+
 INTERPRETER_PROGRAMS = 3
 """The persistent kernels' grid under the interpreter: few programs, so their loops over
 tiles are exercised on the CPU too."""

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first
 
 _INT32_MAX = 2**31 - 1
 
@@ -218,3 +218,6 @@ def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret:
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
+
+
+hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -25,7 +25,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
-from autokernel.kernels.launch import KernelLaunch, persistent_programs
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs
 from autokernel.kernels.matmul import grouped_tile
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
@@ -224,3 +224,6 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
+
+
+hash_callees_first(globals())  # one cache key per kernel in every process (see there)

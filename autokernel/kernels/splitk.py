@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first
 from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, lead_hint, tile_acc
 
 _REDUCE_WARPS = 4
@@ -155,3 +155,6 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
         dict(num_warps=_REDUCE_WARPS), c.device, interpret,
     )
     return SplitKLaunch(partial, reduce, (split_k, M, N))
+
+
+hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch, persistent_programs, stream_buffer
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs, stream_buffer
 from autokernel.kernels.matmul import grouped_tile, pointer_kernel_args, tile_acc
 
 
@@ -162,3 +162,6 @@ def plan_matmul_streamk(a, b, c, bias, activation: str, slope: float, config, in
         c.device, interpret,
     )
     return StreamKLaunch(kernel, (programs, config.block_m, config.block_n), sk_tiles)
+
+
+hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -1,0 +1,51 @@
+"""Every process must key each kernel alike in Triton's cache: the tuner's compile workers
+leave binaries there for its timing workers, whichever kernel each process ran first."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHECK = r"""
+import sys, triton.runtime.jit as jit
+from autokernel.kernels.launch import _jit_callees
+first = sys.argv[1]
+original = next(vars(k)["cache_key"] for k in jit.JITFunction.__mro__ if "cache_key" in vars(k))
+early = []
+
+def checked(fn):
+    if fn.hash is None:  # its key is worked out now: its callees' must exist already
+        early.extend(f"{fn.__name__} before {c.__name__}" for c in _jit_callees(fn) if c.hash is None)
+    return original.fget(fn)
+
+jit.JITFunction.cache_key = property(checked)
+import importlib
+importlib.import_module("autokernel.kernels." + first)
+from autokernel.kernels import backward, epilogue, matmul, matmul_tma, splitk, streamk
+assert not early, early
+kernels = [matmul._matmul_kernel, matmul_tma._matmul_tma_kernel, streamk._streamk_kernel, splitk._splitk_partial_kernel,
+           epilogue.store_epilogue]
+assert all(k.hash for k in kernels)
+assert {c.__name__ for c in _jit_callees(epilogue.store_epilogue)} >= {"apply_activation"}
+print(" ".join(k.hash for k in kernels))
+"""
+
+
+def _keys(first: str) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _CHECK, first], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip()
+
+
+def test_kernels_are_hashed_callees_first_and_alike_whichever_module_comes_first():
+    pytest.importorskip("triton")
+    keys = {first: _keys(first) for first in ("matmul", "streamk", "matmul_tma")}
+    assert len(set(keys.values())) == 1, keys
