@@ -504,9 +504,38 @@ activation through autograd, or autokernel.linear (Triton forward and backward).
 
 
 def _training_tolerance(problem: Problem) -> float:
-    # fp32 runs as tf32 in the kernels; a sign derivative (relu, leaky_relu) flips wherever
-    # |Z| is within tf32 error of zero, which moves the gradients by ~1e-2 (docs/backward.md).
+    # fp32 runs as tf32 in the kernels (docs/backward.md).
     return 3e-2 if problem.dtype == "float32" else REL_TOL
+
+
+KINKED = ("relu", "leaky_relu")
+"""The activations whose derivative jumps at 0."""
+
+
+def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, kernel_y=None) -> tuple:
+    """float32 ``act(x @ w.T + b)`` and its gradients for ``dy``: (y, dx, dw) and db where
+    ``b`` is given, from float32 copies of the operands (TF32 off).
+
+    With ``kernel_y`` (the output of the step checked) and a kinked activation, the
+    derivative takes the side of 0 that the kernel's forward took: a pre-activation
+    within rounding of 0 may fall on the other side in float32 than in the kernel (float32
+    runs as TF32 there), and on a small problem that one element moves dW by several per
+    cent. The side is the forward's decision, checked with y itself."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+        bf = b.detach().float().requires_grad_() if b is not None else None
+        y = reference_activation(F.linear(xf, wf, bf), activation, slope)
+        if kernel_y is not None and activation in KINKED:
+            below = 0.0 if activation == "relu" else slope
+            dz = dy.float() * torch.where(kernel_y.detach().float() > 0, 1.0, below)
+            grads = (dz @ wf.detach(), dz.t() @ xf.detach()) + ((dz.sum(0),) if b is not None else ())
+        else:
+            grads = torch.autograd.grad(y, [t for t in (xf, wf, bf) if t is not None], dy.float())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return (y.detach(), *grads)
 
 
 def evaluate_linear_training(
@@ -568,17 +597,11 @@ def evaluate_linear_training(
     except Exception as exc:  # a failed launch is a result, not a crash
         trial.status, trial.error = failure_status(exc), error_line(exc)
         return trial
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        ref_in = [t.detach().float().requires_grad_() if t is not None else None for t in (x, w, b)]
-        ref_y = reference_activation(F.linear(*ref_in), act, slope)
-        refs = (ref_y, *torch.autograd.grad(ref_y, [t for t in ref_in if t is not None], dy.float()))
+        refs = linear_reference(x, w, b, dy, act, slope, kernel_y=got[0])
     except Exception as exc:  # the float32 reference may not fit where the step did
         trial.status, trial.error = failure_status(exc), error_line(exc)
         return trial
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
     errors = [relative_error(g, r) for g, r in zip(got, refs)]
     tol = _training_tolerance(problem)
     # The worst error, NaN first: max() would skip a NaN that isn't the first element.

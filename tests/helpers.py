@@ -104,3 +104,16 @@ def synthetic_sweep(path, shapes=(BIG_SHAPE, (1024, 4096, 4096))) -> None:
         rows.append(make_row("tune", p, None, status="success", run_id="sweep", timing="gpu", device="Synthetic GPU",
                              kernel="torch", ms=0.19))
     History(path).append_many(rows)
+
+
+def tf32_rounded(t):
+    """``t`` (float32) with its mantissa rounded to TF32's 10 bits, as tensor cores take
+    float32 operands; the gradient passes through unchanged."""
+    rounded = ((t.detach().contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+    return t + (rounded - t.detach())
+
+
+KINK_FLIP_SEED = 55
+"""A seed whose 7x1567 and 145x1567 standard-normal operands (drawn in that order, the
+second over sqrt(1567)) put a pre-activation on the other side of 0 with TF32 products
+than in float32, which moves dW by 7 % under relu or leaky_relu (the tests check it)."""

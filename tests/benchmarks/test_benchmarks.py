@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autokernel.tuning.shapes import read_shapes
+from tests.helpers import KINK_FLIP_SEED, tf32_rounded
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
@@ -145,18 +146,6 @@ def _fuzz_module():
     return module
 
 
-def _tf32(t):
-    """``t`` (float32) with its mantissa rounded to TF32's 10 bits, as tensor cores take it;
-    the gradient passes through unchanged."""
-    import torch
-
-    rounded = ((t.detach().contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
-    return t + (rounded - t.detach())
-
-
-SEED_WITH_A_FLIP = 55  # its operands put a pre-activation across 0 that moves dW by 7 % (checked below)
-
-
 @pytest.mark.parametrize("act", ["relu", "leaky_relu"])
 def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
     """The kinked activations' reference gradient follows the kernel's forward across 0: a
@@ -176,16 +165,16 @@ def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
 
     def run(linear, case=(m, n, k, torch.float32, ("n", "n"), False, act, None)):
         monkeypatch.setattr(fuzz.autokernel, "linear", linear)
-        return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(SEED_WITH_A_FLIP))
+        return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(KINK_FLIP_SEED))
 
     def tf32_linear(x, w, b, activation):
-        z = _tf32(x) @ _tf32(w).t()
+        z = tf32_rounded(x) @ tf32_rounded(w).t()
         return reference_activation(z if b is None else z + b, activation)
 
-    gen = torch.Generator().manual_seed(SEED_WITH_A_FLIP)  # the operands run_backward draws first
+    gen = torch.Generator().manual_seed(KINK_FLIP_SEED)  # the operands run_backward draws first
     x = fuzz.operand(m, k, "n", torch.float32, cpu, gen)
     w = fuzz.operand(n, k, "n", torch.float32, cpu, gen) / k ** 0.5
-    assert ((x @ w.t() > 0) != (_tf32(x) @ _tf32(w).t() > 0)).any()
+    assert ((x @ w.t() > 0) != (tf32_rounded(x) @ tf32_rounded(w).t() > 0)).any()
     assert run(tf32_linear)[0] == "ok"
     assert run(lambda x, w, b, activation: tf32_linear(x, 1.5 * w, b, activation))[0] == "FAIL"
     assert run(ours, (5, 33, 150, torch.float32, ("n", "t"), True, act, None))[0] == "ok"

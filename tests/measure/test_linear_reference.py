@@ -1,0 +1,46 @@
+"""The float32 reference of a training step's gradients, and the check built on it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autokernel import api
+from autokernel.evaluate import evaluate_linear_training, linear_reference, reference_activation
+from autokernel.records import Problem
+from tests.helpers import KINK_FLIP_SEED, tf32_rounded
+
+
+def tf32_linear(x, w, b=None, activation="none", slope=0.01, **_):
+    """act(x @ w.T + b) with products rounded as tensor cores round float32: a GPU's step."""
+    z = tf32_rounded(x) @ tf32_rounded(w).t()
+    return reference_activation(z if b is None else z + b, activation, slope)
+
+
+@pytest.mark.parametrize("act", ["relu", "leaky_relu"])
+def test_training_check_passes_a_tf32_step_across_the_kink(monkeypatch, act):
+    """A step whose pre-activation lands across 0 from float32's (TF32 products) is within
+    tolerance; the same check fails a wrong gradient."""
+    problem = Problem(7, 145, 1567, "float32", act)
+    monkeypatch.setattr(api, "linear", tf32_linear)
+    trial = evaluate_linear_training(problem, seed=KINK_FLIP_SEED)
+    assert trial.status == "success", trial.error
+
+    def wrong(x, w, b=None, activation="none", slope=0.01, **_):
+        return tf32_linear(x, 1.5 * w, b, activation, slope)
+
+    monkeypatch.setattr(api, "linear", wrong)
+    assert evaluate_linear_training(problem, seed=KINK_FLIP_SEED).status == "failed_correctness"
+
+
+def test_linear_reference_is_autograd_away_from_the_kink():
+    """Given the kernel's own output and no element near 0, the kink's side changes nothing:
+    the gradients equal float32 autograd's, with a bias, for each activation."""
+    gen = torch.Generator().manual_seed(3)
+    x, w, b, dy = (torch.randn(*s, generator=gen) for s in ((9, 20), (11, 20), (11,), (9, 11)))
+    for act in ("none", "relu", "leaky_relu", "gelu", "silu"):
+        plain = linear_reference(x, w, b, dy, act)
+        sided = linear_reference(x, w, b, dy, act, kernel_y=plain[0])
+        assert len(plain) == len(sided) == 4
+        for p, s in zip(plain, sided):
+            torch.testing.assert_close(p, s)
