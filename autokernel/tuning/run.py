@@ -412,6 +412,7 @@ def local_slot(device: Device | None, cache: bool, timeout_s: float, *, workers=
     slot_device = device or Device(name)
     if timeline is not None:
         workers.on_phase = timeline.recorder(str(slot_device))
+        workers.on_compiled = timeline.compiler(str(slot_device))
     timing = timing_label()
     readings = ReadingCache(cache_dir(), environment(name, timing), on_error=on_error)
     return Slot(slot_device, CachingEvaluator(workers, readings, reuse=cache), name, timing)

@@ -66,6 +66,7 @@ class Timeline:
         self._current: dict[str, str] = {}  # device -> the problem of its job under way
         self._devices: list[str] = []
         self._closing: dict[str, float] = {}
+        self._compiled: dict[str, list] = {}  # device -> [kernels, seconds] its timing worker compiled
 
     def begin(self) -> None:
         """The run starts now (else: when the Timeline was made)."""
@@ -128,6 +129,19 @@ class Timeline:
 
         return on_phase
 
+    def compiler(self, device: str) -> Callable[[int, float], None]:
+        """``on_compiled(kernels, seconds)`` for the evaluator of ``device``: kernels its
+        timing worker compiled itself, while the GPU was to measure."""
+        self.device(device)
+
+        def on_compiled(kernels: int, seconds: float) -> None:
+            with self._lock:
+                total = self._compiled.setdefault(device, [0, 0.0])
+                total[0] += kernels
+                total[1] += seconds
+
+        return on_compiled
+
     def spans(self) -> list[Span]:
         """Each device's run cut into spans, in time order per device (see KINDS)."""
         with self._lock:
@@ -169,11 +183,13 @@ class Timeline:
     def summary(self) -> dict[str, dict]:
         """Per device: the run's seconds, seconds per kind, the share of the run spent timing
         (``busy``: its own jobs' and the parts it ran for others'), each job's problem and
-        seconds in the order run, and the same of its loans (``lent``)."""
+        seconds in the order run, the same of its loans (``lent``), and the kernels its timing
+        worker compiled itself and their seconds (``compiled``, within ``timing``)."""
         spans = self.spans()
         with self._lock:
             jobs = sorted(self._jobs, key=lambda j: j.start)
             phases = list(self._phases)
+            compiled = {device: tuple(c) for device, c in self._compiled.items()}
         out: dict[str, dict] = {}
         for device in dict.fromkeys(s.device for s in spans):
             mine = [s for s in spans if s.device == device]
@@ -185,7 +201,8 @@ class Timeline:
             busy = seconds["timing"] + lent_timing
             out[device] = {"wall_s": wall, "seconds": seconds, "busy": busy / wall if wall > 0 else 0.0,
                            "jobs": [(j.problem, j.seconds) for j in jobs if j.device == device and j.kind == "job"],
-                           "lent": [(j.problem, j.seconds) for j in loans]}
+                           "lent": [(j.problem, j.seconds) for j in loans],
+                           "compiled": compiled.get(device, (0, 0.0))}
         return out
 
 
@@ -197,5 +214,7 @@ def table(summary: dict[str, dict]) -> list[str]:
     for device, row in summary.items():
         cells = " ".join(f"{row['seconds'][k]:>7.1f}" for k in shown)
         jobs = ", ".join(f"{seconds:.1f}" for _, seconds in row["jobs"])
-        lines.append(f"{device:<10} {row['wall_s']:>7.1f} {row['busy']:>5.0%} {cells}  {jobs}")
+        kernels, seconds = row.get("compiled", (0, 0.0))
+        compiled = f"  (timing worker compiled {kernels} kernels itself, {seconds:.1f} s of its timing)" if kernels else ""
+        lines.append(f"{device:<10} {row['wall_s']:>7.1f} {row['busy']:>5.0%} {cells}  {jobs}{compiled}")
     return lines

@@ -250,6 +250,10 @@ class WorkerEvaluator(EvaluatorBase):
         self._compile: CompilePool | None = None  # this evaluator's own
         self._aborted = threading.Event()
         self.on_phase = on_phase
+        self.on_compiled: Callable[[int, float], None] | None = None
+        """Told ``(kernels, seconds)`` at the end of a phase in which the timing worker
+        compiled kernels itself (compiled_while_timing); a Timeline's compiler."""
+        self._compiled_seen: tuple[int, float] = (0, 0.0)
         self.phase_s: dict[str, float] = {}
         """Wall seconds of the last call's phases: "start" (waiting for the timing worker to
         come up), "probe" and "compile" (GPU only; "compile" when some candidate needed it)
@@ -430,6 +434,19 @@ class WorkerEvaluator(EvaluatorBase):
         self.phase_s[kind] = self.phase_s.get(kind, 0.0) + end - start
         if self.on_phase is not None:
             self.on_phase(kind, start, end)
+        compiled = self._timing.compiled
+        kernels, seconds = compiled[0] - self._compiled_seen[0], compiled[1] - self._compiled_seen[1]
+        self._compiled_seen = compiled
+        if kernels and self.on_compiled is not None:
+            self.on_compiled(kernels, seconds)
+
+    @property
+    def compiled_while_timing(self) -> tuple[int, float]:
+        """Kernels the timing worker compiled itself, and the seconds that took: candidates
+        whose binary the compile workers should have left in Triton's cache (a compile here
+        is GPU time lost to the measurements), or kernels beside the candidates (split-K's
+        second pass, cuBLAS's none). Counted where Triton reports compiles (3.4 and later)."""
+        return self._timing.compiled
 
     @contextlib.contextmanager
     def _killed_on_error(self) -> Iterator[None]:
@@ -473,6 +490,7 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.environ.update(env or {})  # before torch is imported: CUDA_VISIBLE_DEVICES is read once
     importlib.import_module(_WORKER_IMPORTS)  # part of the start-up (START_TIMEOUT_S), not of a candidate's time
+    compiled = _compile_counter()
     conn.send(_READY)
     while True:
         try:
@@ -485,15 +503,43 @@ def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, 
             sys.stderr.flush()
             os._exit(0)
         kind, problem, config, device = task
+        before = compiled()
         try:
             _use_device(device)
             result = fns[kind](problem, config)
         except Exception as exc:
             result = _raised_trial(problem, config, exc)
         healthy = _cuda_healthy()
-        conn.send((result, healthy))
+        after = compiled()
+        conn.send((result, healthy, (after[0] - before[0], after[1] - before[1])))
         if not healthy:
             return
+
+
+def _compile_counter() -> Callable[[], tuple[int, float]]:
+    """``counted() -> (kernels, seconds)``: the kernels this process has compiled so far
+    (not loaded from Triton's on-disk cache) and the seconds that took, as Triton's
+    compilation listener reports them; (0, 0.0) where Triton has none (before 3.4, or the
+    interpreter, which compiles nothing). A listener set already is still called."""
+    totals = [0, 0.0]
+    try:
+        from triton import knobs
+
+        compilation = knobs.compilation
+        previous = compilation.listener
+    except (ImportError, AttributeError):
+        return lambda: (0, 0.0)
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit, **more) -> None:
+        if not cache_hit:
+            totals[0] += 1
+            totals[1] += (getattr(times, "total", 0) or 0) / 1e6  # microseconds
+        if previous is not None:
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit,
+                     **more)
+
+    compilation.listener = listener
+    return lambda: (totals[0], totals[1])
 
 
 _task_device: int | None = None
@@ -604,6 +650,9 @@ class _Pool:
         self._keep_spare = spare
         self._workers: list[_Worker] = []
         self._spare: _Worker | None = None
+        self.compiled: tuple[int, float] = (0, 0.0)
+        """Kernels its workers compiled in their tasks (not loaded from Triton's cache), and
+        the seconds that took."""
 
     def grow(self, n: int) -> None:
         """Have min(n, size) workers started (and the spare, once they are ready)."""
@@ -718,7 +767,8 @@ class _Pool:
             w.ready = True
             self._start_spare()
             return
-        result, healthy = message
+        result, healthy, (kernels, seconds) = message
+        self.compiled = (self.compiled[0] + kernels, self.compiled[1] + seconds)
         index = w.task[0]
         w.task = None
         if not healthy:

@@ -701,3 +701,43 @@ def test_retime_with_an_evaluate_fn_fails_only_the_config_that_raises():
     assert trials[1].error == "ValueError: a bad candidate"
 
 
+
+
+def compiling_evaluate(problem: Problem, config: KernelConfig) -> Trial:
+    """The timing worker's task, as where a candidate's binary was missing: Triton tells its
+    compilation listener of one kernel compiled (0.25 s) and one loaded from its cache."""
+    import types
+
+    from triton import knobs
+
+    listener = knobs.compilation.listener
+    listener(src=None, metadata={}, metadata_group={}, times=types.SimpleNamespace(total=250_000), cache_hit=False)
+    listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=True)
+    return evaluate(problem, config)
+
+
+def test_kernels_the_timing_worker_compiles_itself_are_counted_and_reach_the_timeline():
+    """A compile in the timing worker is GPU time lost to the measurements: each is counted
+    from Triton's compilation listener, per evaluator and in the timeline's summary and table."""
+    pytest.importorskip("triton.knobs")
+    from autokernel.tuning.timeline import table
+
+    timeline = Timeline()
+    configs = [GOOD, GOOD.model_copy(update={"block_k": 32})]
+    with WorkerEvaluator(evaluate_fn=compiling_evaluate, timeout_s=60) as workers:
+        workers.on_phase = timeline.recorder("GPU 0")
+        workers.on_compiled = timeline.compiler("GPU 0")
+        with timeline.job("GPU 0", PROBLEM.label()):
+            trials = workers.evaluate(PROBLEM, configs)
+        assert all(t.ok for t in trials), [t.error for t in trials]
+        kernels, seconds = workers.compiled_while_timing
+    assert kernels == 2 and seconds == pytest.approx(0.5)
+    summary = timeline.summary()["GPU 0"]
+    assert summary["compiled"][0] == 2 and summary["compiled"][1] == pytest.approx(0.5)
+    assert "timing worker compiled 2 kernels itself, 0.5 s" in table(timeline.summary())[1]
+
+
+def test_a_worker_without_compiles_counts_none():
+    with WorkerEvaluator(timeout_s=60) as workers:
+        assert all(t.ok for t in workers.evaluate(PROBLEM, [GOOD]))
+        assert workers.compiled_while_timing == (0, 0.0)
