@@ -25,10 +25,23 @@ def checked(fn):
     return original.fget(fn)
 
 jit.JITFunction.cache_key = property(checked)
+seen = []  # (caller's name, callee) for each JIT function Triton folds into another's key
+update = jit.DependenciesFinder._update_hash
+
+def recorded(finder, func):
+    seen.append((finder.name, func))
+    return update(finder, func)
+
+jit.DependenciesFinder._update_hash = recorded
 import importlib
 importlib.import_module("autokernel.kernels." + first)
 from autokernel.kernels import backward, epilogue, matmul, matmul_tma, splitk, streamk
 assert not early, early
+ours = {v.__name__: v for m in (backward, epilogue, matmul, matmul_tma, splitk, streamk) for v in vars(m).values()
+        if isinstance(v, jit.JITFunction)}
+missed = [f"{caller} -> {callee.__name__}" for caller, callee in seen
+          if caller in ours and all(c is not callee for c in _jit_callees(ours[caller]))]
+assert seen and not missed, missed  # every callee Triton finds, found first here
 kernels = [matmul._matmul_kernel, matmul_tma._matmul_tma_kernel, streamk._streamk_kernel, splitk._splitk_partial_kernel,
            epilogue.store_epilogue]
 assert all(k.hash for k in kernels)
