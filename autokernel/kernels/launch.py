@@ -92,7 +92,10 @@ def hash_callees_first(namespace: dict) -> None:
         done.add(id(fn))
         for callee in _jit_callees(fn):
             visit(callee)
-        fn.cache_key  # noqa: B018  (computed and kept by Triton)
+        try:
+            fn.cache_key  # noqa: B018  (computed and kept by Triton)
+        except Exception:  # noqa: BLE001  (the kernel's first launch raises it again, for that kernel alone)
+            pass
 
     for value in list(namespace.values()):
         if _is_jit(value):
