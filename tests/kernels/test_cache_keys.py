@@ -62,3 +62,44 @@ def test_kernels_are_hashed_callees_first_and_alike_whichever_module_comes_first
     pytest.importorskip("triton")
     keys = {first: _keys(first) for first in ("matmul", "streamk", "matmul_tma")}
     assert len(set(keys.values())) == 1, keys
+
+
+_EMULATED = r"""
+import sys, triton.runtime.jit as jit
+
+def update_merging_first(self, func):
+    # Triton 3.6's order: the callee's globals merged before its key is worked out
+    self.used_global_vals.update(func.used_global_vals)
+    self.hasher.update((func.cache_key + str(getattr(func, "noinline", False))).encode("utf-8"))
+
+jit.DependenciesFinder._update_hash = update_merging_first
+first, fixed = sys.argv[1], sys.argv[2] == "fixed"
+from autokernel.kernels import launch
+if not fixed:
+    launch.hash_callees_first = lambda namespace: None
+from autokernel.kernels import epilogue, matmul, matmul_tma, streamk
+first_kernel = {"matmul": matmul._matmul_kernel, "matmul_tma": matmul_tma._matmul_tma_kernel,
+                "streamk": streamk._streamk_kernel}[first]
+first_kernel.cache_key  # the kernel this process launches first
+print(epilogue.store_epilogue.cache_key, matmul._matmul_kernel.cache_key, streamk._streamk_kernel.cache_key)
+"""
+
+
+def _emulated(first: str, mode: str) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _EMULATED, first, mode], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip()
+
+
+def test_the_keys_agree_under_triton_36s_hashing_order():
+    """With Triton 3.6's order of hashing emulated, the keys of the epilogue and of the
+    kernels calling it depend on the kernel a process hashes first (the fault measured on
+    the H100: compile workers and timing workers keyed binaries apart); hashed callees
+    first at import, they do not."""
+    pytest.importorskip("triton")
+    unfixed = {first: _emulated(first, "unfixed") for first in ("matmul_tma", "matmul")}
+    assert unfixed["matmul_tma"] != unfixed["matmul"]
+    fixed = {first: _emulated(first, "fixed") for first in ("matmul_tma", "matmul", "streamk")}
+    assert len(set(fixed.values())) == 1, fixed
