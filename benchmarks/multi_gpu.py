@@ -16,8 +16,10 @@ Each run records where its time goes (autokernel.tuning.timeline): per device, t
 of every problem's compile waits, GPU timing and the driver's own work, the time a GPU
 with no problem left spent on other problems' candidates ("lent"), the idle tail and the
 start and end of the run, and how long each device's workers and the compile pool took
-to close. The JSON holds the spans ("timeline") and their sums
-("summary"); a table of the sums per device is printed.
+to close, and the kernels a device's timing worker compiled itself (none is expected: each
+binary comes from a compile worker; a compile there is GPU time lost to measuring). The
+JSON holds the spans ("timeline") and their sums ("summary"); a table of the sums per
+device is printed.
 
 --cpu-workers N runs the same two runs under Triton's interpreter with N worker processes
 standing for GPUs (a smoke test of the script; the times say nothing about GPUs).
