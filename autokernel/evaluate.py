@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
@@ -538,24 +539,11 @@ def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, k
     return (y.detach(), *grads)
 
 
-def evaluate_linear_training(
-    problem: Problem,
-    kernel: str = "triton_autograd",
-    config: KernelConfig | None = None,
-    *,
-    seed: int | None = None,
-    slope: float = LEAKY_SLOPE,
-    timer: Callable[..., Timing] = time_fn,
-) -> Trial:
-    """Check and time one forward + backward step of act(X W^T + b) with ``kernel``.
-
-    The problem reads as an nn.Linear: X is [M, K], the weight [N, K], the bias [N]
-    (problem.bias). ``config`` is the forward GEMM's; None runs all three GEMMs (forward,
-    dX, dW) with default_config, where a config given leaves dX's and dW's to linear
-    (the tuned lookup, else the default). Correctness: Y and the gradients of X, W (and b) against float32
-    autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
-    three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.
-    """
+def _training_step(problem: Problem, kernel: str, config: KernelConfig | None, seed: int | None,
+                   slope: float) -> tuple[Callable, Callable[[int], tuple], KernelConfig | None]:
+    """(step(x, w, b, dy) -> (y, dx, dw[, db]), make(i) -> input set i, the forward GEMM's
+    config) of one training step of ``problem`` with ``kernel``, as evaluate_linear_training
+    describes: ``config`` None runs all three of ours with default_config."""
     if kernel not in TRAINING_KERNELS:
         raise ValueError(f"unknown training kernel {kernel!r}; choose one of {', '.join(TRAINING_KERNELS)}")
     from autokernel.api import linear
@@ -568,9 +556,6 @@ def evaluate_linear_training(
         config = default_config(problem.m, problem.n, problem.k, dt)
         dx_config = default_config(problem.m, problem.k, problem.n, dt)  # dX [M, K] = dY [M, N] @ W [N, K]
         dw_config = default_config(problem.n, problem.k, problem.m, dt)  # dW [N, K] = dY^T [N, M] @ X [M, K]
-    trial = Trial(problem, config if kernel == "triton_autograd" else None, "success", kernel=kernel,
-                  timing=timing_label())
-
     fresh = fresh_seed()
 
     def make(i: int):
@@ -589,6 +574,53 @@ def evaluate_linear_training(
         inputs = [x, w] + ([b] if b is not None else [])
         return (y, *torch.autograd.grad(y, inputs, dy))
 
+    return step, make, (config if kernel == "triton_autograd" else None)
+
+
+def wall_training_trials(problem: Problem, runs: Iterable[tuple[Trial, KernelConfig | None]], *,
+                         slope: float = LEAKY_SLOPE) -> bool:
+    """Give the successful training-step trials of ``problem`` their wall_ms, one step per
+    call back to back with the host's work included (autograd, launches), from one
+    side-by-side reading (timing.wall_race: rounds interleaved, each trial's median), in
+    place. ``runs``: (trial, the ``config`` evaluate_linear_training was given). False,
+    with nothing changed, where fewer than two succeeded or there is no GPU; an error
+    propagates, the trials unchanged."""
+    runs = [(t, c) for t, c in runs if t.ok and t.ms is not None and t.kernel in TRAINING_KERNELS]
+    if timing_label() != GPU or len(runs) < 2:
+        return False
+    calls = []
+    for trial, config in runs:
+        step, make, _ = _training_step(problem, trial.kernel, config, None, slope)
+        args = make(1)
+        calls.append(functools.partial(step, *args))
+    times = wall_race(calls)
+    for (trial, _), ms in zip(runs, times):
+        trial.wall_ms = ms
+    return True
+
+
+def evaluate_linear_training(
+    problem: Problem,
+    kernel: str = "triton_autograd",
+    config: KernelConfig | None = None,
+    *,
+    seed: int | None = None,
+    slope: float = LEAKY_SLOPE,
+    timer: Callable[..., Timing] = time_fn,
+) -> Trial:
+    """Check and time one forward + backward step of act(X W^T + b) with ``kernel``.
+
+    The problem reads as an nn.Linear: X is [M, K], the weight [N, K], the bias [N]
+    (problem.bias). ``config`` is the forward GEMM's; None runs all three GEMMs (forward,
+    dX, dW) with default_config, where a config given leaves dX's and dW's to linear
+    (the tuned lookup, else the default). Correctness: Y and the gradients of X, W (and b) against float32
+    autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
+    three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.
+    """
+    step, make, config = _training_step(problem, kernel, config, seed, slope)
+    act = problem.activation
+    device = runtime.kernel_device()
+    trial = Trial(problem, config, "success", kernel=kernel, timing=timing_label())
     try:
         x, w, b, dy = make(0)
         got = step(x, w, b, dy)

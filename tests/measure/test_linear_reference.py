@@ -44,3 +44,33 @@ def test_linear_reference_is_autograd_away_from_the_kink():
         assert len(plain) == len(sided) == 4
         for p, s in zip(plain, sided):
             torch.testing.assert_close(p, s)
+
+
+def test_training_steps_are_raced_side_by_side_for_their_wall_time(monkeypatch):
+    """bench --backward's wall reading: each trial's own step (ours with the config it was
+    checked with, torch's), one call each in one interleaved reading; none on the CPU."""
+    from autokernel import evaluate
+
+    problem = Problem(8, 16, 32, "float16", "relu", bias=True)
+    torch_trial = evaluate_linear_training(problem, "torch_autograd")
+    ours = evaluate_linear_training(problem, "triton_autograd")
+    assert torch_trial.ok and ours.ok, (torch_trial.error, ours.error)
+    runs = [(torch_trial, None), (ours, None)]
+    assert not evaluate.wall_training_trials(problem, runs)  # the interpreter: no wall reading
+    assert torch_trial.wall_ms is None and ours.wall_ms is None
+
+    raced = []
+
+    def fake_race(calls):
+        for call in calls:
+            y, *grads = call()  # a whole step: the output and every gradient
+            raced.append(len(grads))
+        return [2.0, 1.5]
+
+    monkeypatch.setattr(evaluate, "timing_label", lambda: evaluate.GPU)
+    monkeypatch.setattr(evaluate, "wall_race", fake_race)
+    assert evaluate.wall_training_trials(problem, runs)
+    assert raced == [3, 3] and (torch_trial.wall_ms, ours.wall_ms) == (2.0, 1.5)
+    failed = evaluate_linear_training(Problem(8, 16, 32, "float16"), "triton_autograd")
+    failed.status = "failed_correctness"
+    assert not evaluate.wall_training_trials(problem, [(torch_trial, None), (failed, None)])
