@@ -481,11 +481,13 @@ def _finisher(trials: list, on_trial: OnTrial | None, retimed: bool = False) -> 
 def _serve(conn: multiprocessing.connection.Connection, fns: tuple[CandidateFn, ...],
            env: dict[str, str] | None = None) -> None:
     """A worker's loop: for each (kind, problem, config, device) received, send back
-    (result, healthy), the result of ``fns[kind](problem, config)`` run on CUDA ordinal
-    ``device`` (None: the worker's only GPU, or none).
+    (result, healthy, compiled), the result of ``fns[kind](problem, config)`` run on CUDA
+    ordinal ``device`` (None: the worker's only GPU, or none).
 
     A Python exception from ``fn`` becomes a failed Trial here. ``healthy`` is False when
     the CUDA context is broken afterwards; the worker then stops and is replaced.
+    ``compiled``: (kernels, seconds) this task compiled rather than loaded from Triton's
+    cache (_compile_counter).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.environ.update(env or {})  # before torch is imported: CUDA_VISIBLE_DEVICES is read once
