@@ -44,14 +44,21 @@ def reference_activation(x: torch.Tensor, activation: str, slope: float = LEAKY_
     return x
 
 
-def reference(a, b, bias, activation: str, slope: float = LEAKY_SLOPE) -> torch.Tensor:
-    """act(A @ B + bias) in float32 from the (upcast) operands; true fp32, not tf32."""
+@contextlib.contextmanager
+def _matmul_tf32(allowed: bool):
+    """torch's fp32 matmuls with TF32 ``allowed`` or not within, as before after."""
     prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = allowed
     try:
-        z = a.float() @ b.float()
+        yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def reference(a, b, bias, activation: str, slope: float = LEAKY_SLOPE) -> torch.Tensor:
+    """act(A @ B + bias) in float32 from the (upcast) operands; true fp32, not tf32."""
+    with _matmul_tf32(False):
+        z = a.float() @ b.float()
     if bias is not None:
         z = z + bias.float()
     return reference_activation(z, activation, slope)
@@ -339,10 +346,11 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
     return True
 
 
-def _side_by_side(trials: Iterable[Trial]) -> list[Trial] | None:
-    """The trials a side-by-side reading (race_trials, wall_trials) times: the successful
-    ones of our kernel and torch's baselines; None where fewer than two or no GPU."""
-    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in ("triton", *TORCH_KERNELS)]
+def _side_by_side(trials: Iterable[Trial], kernels: tuple[str, ...] = ("triton", *TORCH_KERNELS)) -> list[Trial] | None:
+    """The trials a side-by-side reading (race_trials, wall_trials, wall_training_trials)
+    times: the successful ones of ``kernels`` (ours and torch's baselines); None where fewer
+    than two or no GPU."""
+    timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in kernels]
     return timed if timing_label() == GPU and len(timed) >= 2 else None
 
 
@@ -398,16 +406,10 @@ def race_call(problem: Problem, kernel: str = "triton", config: KernelConfig | N
     return baseline
 
 
-@contextlib.contextmanager
 def tf32_allowed():
     """TF32 allowed for torch's fp32 matmuls within, as our kernels' fp32 dot uses it: torch
     baselines are checked and timed so, like for like."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
+    return _matmul_tf32(True)
 
 
 _LAST_COMPILED: dict[tuple, Callable] = {}
@@ -522,9 +524,7 @@ def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, k
     within rounding of 0 may fall on the other side in float32 than in the kernel (float32
     runs as TF32 there), and on a small problem that one element moves dW by several per
     cent. The side is the forward's decision, checked with y itself."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
+    with _matmul_tf32(False):
         xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
         bf = b.detach().float().requires_grad_() if b is not None else None
         y = reference_activation(F.linear(xf, wf, bf), activation, slope)
@@ -534,8 +534,6 @@ def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, k
             grads = (dz @ wf.detach(), dz.t() @ xf.detach()) + ((dz.sum(0),) if b is not None else ())
         else:
             grads = torch.autograd.grad(y, [t for t in (xf, wf, bf) if t is not None], dy.float())
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
     return (y.detach(), *grads)
 
 
@@ -585,16 +583,16 @@ def wall_training_trials(problem: Problem, runs: Iterable[tuple[Trial, KernelCon
     place. ``runs``: (trial, the ``config`` evaluate_linear_training was given). False,
     with nothing changed, where fewer than two succeeded or there is no GPU; an error
     propagates, the trials unchanged."""
-    runs = [(t, c) for t, c in runs if t.ok and t.ms is not None and t.kernel in TRAINING_KERNELS]
-    if timing_label() != GPU or len(runs) < 2:
+    runs = list(runs)
+    given = {id(t): c for t, c in runs}
+    timed = _side_by_side([t for t, _ in runs], TRAINING_KERNELS)
+    if timed is None:
         return False
     calls = []
-    for trial, config in runs:
-        step, make, _ = _training_step(problem, trial.kernel, config, None, slope)
-        args = make(1)
-        calls.append(functools.partial(step, *args))
-    times = wall_race(calls)
-    for (trial, _), ms in zip(runs, times):
+    for trial in timed:
+        step, make, _ = _training_step(problem, trial.kernel, given[id(trial)], None, slope)
+        calls.append(functools.partial(step, *make(1)))
+    for trial, ms in zip(timed, wall_race(calls)):
         trial.wall_ms = ms
     return True
 
