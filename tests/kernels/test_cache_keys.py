@@ -50,9 +50,10 @@ print(" ".join(k.hash for k in kernels))
 """
 
 
-def _keys(first: str) -> str:
+def _run(script: str, *args: str) -> str:
+    """What ``script`` prints in a fresh process compiling for the GPU (no interpreter)."""
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _CHECK, first], capture_output=True, text=True, env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip()
@@ -60,7 +61,7 @@ def _keys(first: str) -> str:
 
 def test_kernels_are_hashed_callees_first_and_alike_whichever_module_comes_first():
     pytest.importorskip("triton")
-    keys = {first: _keys(first) for first in ("matmul", "streamk", "matmul_tma")}
+    keys = {first: _run(_CHECK, first) for first in ("matmul", "streamk", "matmul_tma")}
     assert len(set(keys.values())) == 1, keys
 
 
@@ -85,21 +86,13 @@ print(epilogue.store_epilogue.cache_key, matmul._matmul_kernel.cache_key, stream
 """
 
 
-def _emulated(first: str, mode: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _EMULATED, first, mode], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip()
-
-
 def test_the_keys_agree_under_triton_36s_hashing_order():
     """With Triton 3.6's order of hashing emulated, the keys of the epilogue and of the
     kernels calling it depend on the kernel a process hashes first (the fault measured on
     the H100: compile workers and timing workers keyed binaries apart); hashed callees
     first at import, they do not."""
     pytest.importorskip("triton")
-    unfixed = {first: _emulated(first, "unfixed") for first in ("matmul_tma", "matmul")}
+    unfixed = {first: _run(_EMULATED, first, "unfixed") for first in ("matmul_tma", "matmul")}
     assert unfixed["matmul_tma"] != unfixed["matmul"]
-    fixed = {first: _emulated(first, "fixed") for first in ("matmul_tma", "matmul", "streamk")}
+    fixed = {first: _run(_EMULATED, first, "fixed") for first in ("matmul_tma", "matmul", "streamk")}
     assert len(set(fixed.values())) == 1, fixed
