@@ -816,15 +816,25 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     """What decides the binary a candidate compiles to, as far as the compile pool can
     tell without Triton: the config and the problem's dtype, layout and epilogue, and of
     M, N and K what Triton specializes on (the residue mod 16, being 1) or the kernels read
-    as constants (K a multiple of the K step, indices past 32 bits). Two candidates with
-    one key compile once; where the key is too coarse the timing worker compiles what is
-    missing itself, so a wrong key costs time, never a result."""
+    as constants (K a multiple of the K step, indices past 32 bits). The kernels that take
+    integers worked out from the shape specialize on those too: split-K on the K steps per
+    slice, stream-K on how the partial wave's tiles and their K steps fall on the persistent
+    grid (keyed here by the tile and K-step counts, since the grid is the GPU's). Two
+    candidates with one key compile once; where the key is too coarse the timing worker
+    compiles what is missing itself, so a wrong key costs time, never a result."""
     if config is None:
         return None
     m, n, k = problem.m, problem.n, problem.k
     big = max(m * k, k * n, m * n) >= 2 ** 31
+    k_steps = -(-k // config.block_k)
+    derived: tuple = ()
+    if config.stream_k:
+        derived = (-(-m // config.block_m) * -(-n // config.block_n), k_steps)
+    elif config.split_k > 1:
+        per_slice = -(-k_steps // config.split_k)
+        derived = (per_slice % 16, per_slice == 1)
     return (config, problem.dtype, problem.layout, problem.activation, problem.bias,
-            tuple((x % 16, x == 1) for x in (m, n, k)), k % (config.block_k * config.split_k) == 0, big)
+            tuple((x % 16, x == 1) for x in (m, n, k)), k % config.block_k == 0, big, derived)
 
 
 class _Batch:
