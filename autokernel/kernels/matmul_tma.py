@@ -1,9 +1,9 @@
 """Hopper path: C = act(A @ B + bias) with TMA tensor descriptors and a persistent grid.
 
 One program per SM walks output tiles in grouped order. A, B and C move through tensor
-descriptors, made on the device by each program (``tl.make_tensor_descriptor``): host
-descriptors cost a ``cuTensorMapEncodeTiled`` and Triton's Python wrapping per operand
-on every launch, which made this path the slowest on the host. The copy engine lands
+descriptors made on the host and passed as kernel parameters (``TmaLaunch``, which keeps
+them by the operands' addresses); made on the device by each program instead, they cost
+every launch 2-3 µs of GPU time (docs/kernel-notes.md). The copy engine lands
 each tile in shared memory in the layout the tensor cores read, pads the K tail and the edges with zeros on load and clips them on store,
 so the kernel needs no masks. A transposed view (nn.Linear's ``weight.t()``) gets a
 descriptor over its row-major storage and the tile is transposed for free in ``tl.dot``.
@@ -15,13 +15,13 @@ staging buffer) and ``flatten`` (the tile and K loops fused into one pipelined l
 
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
 strides; ``tma_operands`` returns None when an operand can't have one, and the caller
-falls back to the pointer kernel. The device-made descriptors live in a small global
-scratch buffer, one cached per stream: ``KernelLaunch`` passes it (kernels/launch.py).
+falls back to the pointer kernel.
 """
 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autokernel.kernels.epilogue import apply_activation
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
@@ -123,7 +123,7 @@ def _descriptors(
 
 @triton.jit
 def _matmul_tma_kernel(
-    a_ptr, b_ptr, c_ptr, bias_ptr, z_ptr,
+    a_desc, b_desc, c_desc, bias_ptr, z_ptr,
     M, N, K,
     stride_a, stride_b, stride_c, stride_zm, stride_zn, stride_bias,
     slope,
@@ -141,9 +141,11 @@ def _matmul_tma_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr,
     FLATTEN: tl.constexpr,
+    DEVICE_DESCRIPTORS: tl.constexpr,
 ):
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, A_TRANS,
-                                          B_TRANS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_N // EPILOGUE_SUBTILE)
+    if DEVICE_DESCRIPTORS:  # given the operands' pointers: each program describes them itself
+        a_desc, b_desc, c_desc = _descriptors(a_desc, b_desc, c_desc, M, N, K, stride_a, stride_b, stride_c, A_TRANS,
+                                              B_TRANS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_N // EPILOGUE_SUBTILE)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     # WARP_SPECIALIZE: a producer warpgroup issues the TMA loads, two consumer warpgroups
@@ -188,19 +190,79 @@ def tma_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
     return a_op, b_op
 
 
+class _Base:
+    """What a host tensor descriptor reads of its base tensor on the GPU: the address and
+    the dtype. A cached descriptor holds this, not the tensor, so that no cache keeps a
+    caller's activations alive."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype: torch.dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+_DESCRIPTORS_KEPT = 16
+"""Descriptor triples a TmaLaunch keeps, by operand addresses: a training step's GEMMs
+reuse the caching allocator's blocks, so a few cover the calls of one layout."""
+
+
+class TmaLaunch:
+    """The TMA kernel's launch, called as ``launch(a, b, c, bias or c, z or c)`` like a
+    ``KernelLaunch`` of the pointer kernel: it makes A's, B's and C's tensor descriptors on
+    the host (``TensorDescriptor``; the shapes, strides and blocks fixed by the layout) and
+    keeps the last few by the operands' addresses, so a call with operands seen before costs
+    a dict lookup. Descriptors made on the device cost every launch some 2-3 µs of GPU time
+    at the start of each program (docs/kernel-notes.md)."""
+
+    __slots__ = ("kernel", "specs", "kept", "interpret")
+
+    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool):
+        self.kernel, self.specs, self.interpret = kernel, specs, interpret
+        self.kept: dict[tuple[int, int, int], tuple] = {}
+
+    def descriptors(self, a, b, c) -> tuple:
+        """A's, B's and C's descriptors for these operands (tensors of the launch's layout)."""
+        if self.interpret:  # the interpreter reads the base tensor itself
+            return tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
+        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
+        found = self.kept.get(key)
+        if found is None:
+            if len(self.kept) >= _DESCRIPTORS_KEPT:
+                self.kept.clear()
+            found = self.kept[key] = tuple(
+                TensorDescriptor(_Base(ptr, t.dtype), *spec) for ptr, t, spec in zip(key, (a, b, c), self.specs))
+        return found
+
+    def __call__(self, a, b, c, bias, z) -> None:
+        self.kernel(*self.descriptors(a, b, c), bias, z)
+
+
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
-                    z=None, programs: int | None = None):
+                    z=None, programs: int | None = None) -> TmaLaunch:
     """The persistent TMA kernel's launch for operands laid out like these, called as
     ``launch(a, b, c, bias or c, z or c)``; ``operands`` from tma_operands(a, b, c). With
     ``z`` (like ``c``), the pre-activation A @ B + bias is stored there too. ``programs``:
-    the persistent grid, by default one program per SM."""
+    the persistent grid, by default one program per SM. A transposed view is described over
+    its row-major storage and read as [K, M] (or [N, K]); C's block is the store's staging
+    buffer, one column slice of the epilogue. With ``warp_specialize`` the programs make the
+    descriptors themselves (a plain ``KernelLaunch`` of the pointers): Triton 3.6 splits a
+    warp-specialized tile's loads between its consumer warpgroups, which a descriptor made
+    on the host for the whole tile's block does not allow."""
     (a_view, a_trans), (b_view, b_trans) = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     programs = programs or persistent_programs(c.device)
     zz = z if z is not None else c
-    return KernelLaunch(
+    specs = (
+        (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
+        (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
+        ([M, N], [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
+    )
+    kernel = KernelLaunch(
         _matmul_tma_kernel,
         (min(programs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
         (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
@@ -220,10 +282,14 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             WARP_SPECIALIZE=config.warp_specialize,
             EPILOGUE_SUBTILE=config.epilogue_subtile,
             FLATTEN=config.flatten,
+            DEVICE_DESCRIPTORS=config.warp_specialize,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
+    if config.warp_specialize:
+        return kernel
+    return TmaLaunch(kernel, specs, interpret)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -62,15 +62,20 @@ def matmul_tma_variants():
                ("bfloat16", "silu", False, True, False, 2, True, 8, 3)]
     for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options:
         t = _TYPES[dtype]
+        if ws:  # warp-specialized: the programs describe the operands (matmul_tma.plan_matmul_tma)
+            descs = {"a_desc": "*" + t, "b_desc": "*" + t, "c_desc": "*" + t}
+        else:
+            descs = {"a_desc": f"tensordesc<{t}{[bk, bm] if a_trans else [bm, bk]}>",
+                     "b_desc": f"tensordesc<{t}{[bn, bk] if b_trans else [bk, bn]}>",
+                     "c_desc": f"tensordesc<{t}{[bm, bn // subtile]}>"}
         sig = {
-            "a_ptr": "*" + t, "b_ptr": "*" + t, "c_ptr": "*" + t,
-            "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
+            **descs, "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
             "stride_a": "i32", "stride_b": "i32", "stride_c": "i32", "stride_zm": "i32", "stride_zn": "i32",
             "stride_bias": "i32", "slope": "fp32",
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, WARP_SPECIALIZE=ws,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=ws)
         sig.update({name: "constexpr" for name in consts})
         name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
                 f"flatten={flatten} w{warps} s{stages}")

@@ -67,7 +67,9 @@ def launches(case: dict):
         ws = torch.empty(*plan.workspace_shape, dtype=torch.float32)
         locks = torch.zeros(16, dtype=torch.int32)
         return "streamk", [(plan.kernel, (a, b, c, bias_, z_, ws, locks))]
-    name = "tma" if plan.fn.__name__ == "_matmul_tma_kernel" else "grouped"
+    if kind == "TmaLaunch":
+        return "tma", [(plan.kernel, (*plan.descriptors(a, b, c), bias_, z_))]
+    name = "tma" if plan.fn.__name__ == "_matmul_tma_kernel" else "grouped"  # warp-specialized TMA: pointers
     return name, [(plan, (a, b, c, bias_, z_))]
 
 
