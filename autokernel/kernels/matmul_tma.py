@@ -257,11 +257,6 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     programs = programs or persistent_programs(c.device)
     zz = z if z is not None else c
-    specs = (
-        (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
-        (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
-        ([M, N], [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
-    )
     kernel = KernelLaunch(
         _matmul_tma_kernel,
         (min(programs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
@@ -289,6 +284,11 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     )
     if config.warp_specialize:
         return kernel
+    specs = (
+        (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
+        (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
+        ([M, N], [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
+    )
     return TmaLaunch(kernel, specs, interpret)
 
 
