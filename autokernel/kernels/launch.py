@@ -59,6 +59,30 @@ def _c_launcher(compiled):
     return run.launch
 
 
+def _descriptor_launcher(launch, prefix_len: int):
+    """(C function, metadata per descriptor, expansion) where ``launch`` is Triton 3.6's
+    wrapper of the C launcher for a kernel that takes host tensor descriptors
+    (``wrap_handle_tensordesc``'s ``inner``), and they are the kernel's leading parameters;
+    else None. The wrapper fills each descriptor's tensor map (``cuTensorMapEncodeTiled``)
+    on every launch, about 1 µs of host time each; with its parts a launch can reuse maps
+    filled before for the same operands (``KernelLaunch.expand_descriptors``)."""
+    code, cells = getattr(launch, "__code__", None), getattr(launch, "__closure__", None)
+    if code is None or not cells:
+        return None
+    try:
+        free = dict(zip(code.co_freevars, (cell.cell_contents for cell in cells), strict=True))
+    except ValueError:  # an empty cell
+        return None
+    raw, indices, metas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
+    scope = getattr(launch, "__globals__", {})
+    make = scope.get("make_tensordesc_arg")
+    if (not callable(raw) or not callable(make) or scope.get("_BASE_ARGS_FORMAT_LEN") != prefix_len
+            or not isinstance(indices, (set, frozenset)) or not indices or indices != set(range(len(indices)))
+            or not isinstance(metas, (list, tuple)) or len(metas) != len(indices)):
+        return None
+    return raw, tuple(metas), make
+
+
 def _hooks_quiet(runtime) -> bool:
     """True when no Triton launch hook would run: each is unset or an empty ``HookChain``."""
     enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
@@ -188,7 +212,7 @@ class KernelLaunch:
     """
 
     __slots__ = ("fn", "grid", "scalars", "kwargs", "args_tail", "device_index", "interpret", "compiled",
-                 "direct", "head", "scratch_bytes", "cached")
+                 "direct", "head", "scratch_bytes", "cached", "expand")
 
     def __init__(self, fn, grid: tuple[int, ...], scalars: tuple, constexprs: dict, options: dict,
                  device: torch.device, interpret: bool):
@@ -206,29 +230,13 @@ class KernelLaunch:
             self.args_tail = (*scalars, *(constexprs[name] for name in names))
         self.device_index = device.index if device.type == "cuda" else None
         self.interpret = interpret
-        self.compiled = self.direct = self.head = self.cached = None
+        self.compiled = self.direct = self.head = self.cached = self.expand = None
         self.scratch_bytes = 0
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         direct = self.direct
         if direct is not None and _hooks_quiet(_knobs.runtime):
-            stream = torch._C._cuda_getCurrentRawStream(self.device_index)
-            if stream and self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
-                # The graph being captured gets a scratch buffer of its own (scratch_buffer).
-                # Stream 0 is never captured (see stream_buffer): eager launches on the default
-                # stream, the common case, skip the CUDA call that asks.
-                prefix = self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
-            else:
-                cached = self.cached  # (stream, prefix, scratch): one attribute, so threads see a consistent triple
-                if cached is not None and cached[0] == stream:
-                    prefix = cached[1]
-                else:
-                    # The stream's cached scratch, held here too: its address in the prefix
-                    # stays valid after another launch grows the stream's buffer.
-                    scratch = scratch_buffer(self.scratch_bytes, stream) if self.scratch_bytes else None
-                    prefix = self._prefix(stream, None if scratch is None else scratch.data_ptr())
-                    self.cached = (stream, prefix, scratch)
-            direct(*prefix, *tensors, *self.args_tail)
+            direct(*self._direct_prefix(), *tensors, *self.args_tail)
             return
         if not self.interpret and isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
             # Kernels that make TMA descriptors on the device ask Triton's allocator for
@@ -247,6 +255,50 @@ class KernelLaunch:
         rt = _knobs.runtime  # profilers (proton) install launch hooks here: honour them as the JIT does
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
                      compiled.launch_metadata(g, stream, *args), rt.launch_enter_hook, rt.launch_exit_hook, *args)
+
+    def _direct_prefix(self) -> tuple:
+        """The C launch's leading arguments for a launch on the current stream."""
+        stream = torch._C._cuda_getCurrentRawStream(self.device_index)
+        if stream and self.scratch_bytes and torch._C._cuda_isCurrentStreamCapturing():
+            # The graph being captured gets a scratch buffer of its own (scratch_buffer).
+            # Stream 0 is never captured (see stream_buffer): eager launches on the default
+            # stream, the common case, skip the CUDA call that asks.
+            return self._prefix(stream, scratch_buffer(self.scratch_bytes, stream))
+        cached = self.cached  # (stream, prefix, scratch): one attribute, so threads see a consistent triple
+        if cached is not None and cached[0] == stream:
+            return cached[1]
+        # The stream's cached scratch, held here too: its address in the prefix stays valid
+        # after another launch grows the stream's buffer.
+        scratch = scratch_buffer(self.scratch_bytes, stream) if self.scratch_bytes else None
+        prefix = self._prefix(stream, None if scratch is None else scratch.data_ptr())
+        self.cached = (stream, prefix, scratch)
+        return prefix
+
+    def expand_descriptors(self, descriptors: tuple) -> tuple | None:
+        """What the C launcher takes for ``descriptors``, host tensor descriptors passed as
+        the kernel's leading parameters: each one's filled tensor map, shape and strides
+        (Triton's own expansion, ``make_tensordesc_arg``). None until the launch replays
+        directly through a launcher that expands descriptors (``_descriptor_launcher``).
+        The caller keeps the result with the operands it describes and hands it to
+        ``call_expanded``: a launch then fills no tensor map."""
+        parts = self.expand
+        if parts is None:
+            return None
+        _, metas, make = parts
+        out: list = []
+        for descriptor, meta in zip(descriptors, metas, strict=True):
+            out.extend(make(descriptor, meta))
+        return tuple(out)
+
+    def call_expanded(self, expanded: tuple, *tensors: torch.Tensor) -> bool:
+        """Launch with the leading descriptors already expanded (``expand_descriptors``,
+        made by this launch) and the other tensors; False where the direct path is not
+        open now (a launch hook is set): then call the launch with the descriptors."""
+        parts = self.expand
+        if parts is None or not _hooks_quiet(_knobs.runtime):
+            return False
+        parts[0](*self._direct_prefix(), *expanded, *tensors, *self.args_tail)
+        return True
 
     def _prefix(self, stream: int, scratch) -> tuple:
         """The C launch's arguments before the kernel's: grid, stream, function, launch
@@ -267,4 +319,5 @@ class KernelLaunch:
         # CudaLauncher's own sizing: bytes per CTA times every CTA of the grid.
         self.scratch_bytes = g[0] * g[1] * g[2] * run.num_ctas * size if size > 0 else 0
         self.head = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, compiled.packed_metadata)
+        self.expand = _descriptor_launcher(launch, len(self._prefix(0, None)))
         self.direct = launch

@@ -213,31 +213,45 @@ class TmaLaunch:
     """The TMA kernel's launch, called as ``launch(a, b, c, bias or c, z or c)`` like a
     ``KernelLaunch`` of the pointer kernel: it makes A's, B's and C's tensor descriptors on
     the host (``TensorDescriptor``; the shapes, strides and blocks fixed by the layout) and
-    keeps the last few by the operands' addresses, so a call with operands seen before costs
-    a dict lookup. Descriptors made on the device cost every launch some 2-3 µs of GPU time
+    keeps the last few by the operands' addresses, with the tensor maps Triton fills from
+    them once the launch replays directly (``KernelLaunch.expand_descriptors``): a call with
+    operands seen before costs a dict lookup, where filling the three maps costs some 3 µs
+    of host time. Descriptors made on the device cost every launch some 2-3 µs of GPU time
     at the start of each program (docs/kernel-notes.md)."""
 
     __slots__ = ("kernel", "specs", "kept", "interpret")
 
     def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool):
         self.kernel, self.specs, self.interpret = kernel, specs, interpret
-        self.kept: dict[tuple[int, int, int], tuple] = {}
+        # by operand addresses: [descriptors, (the launch's expansion parts, expanded) or None]
+        self.kept: dict[tuple[int, int, int], list] = {}
 
-    def descriptors(self, a, b, c) -> tuple:
-        """A's, B's and C's descriptors for these operands (tensors of the launch's layout)."""
-        if self.interpret:  # the interpreter reads the base tensor itself
-            return tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
+    def _entry(self, a, b, c) -> list:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
         found = self.kept.get(key)
         if found is None:
             if len(self.kept) >= _DESCRIPTORS_KEPT:
                 self.kept.clear()
-            found = self.kept[key] = tuple(
-                TensorDescriptor(_Base(ptr, t.dtype), *spec) for ptr, t, spec in zip(key, (a, b, c), self.specs))
+            found = self.kept[key] = [tuple(
+                TensorDescriptor(_Base(ptr, t.dtype), *spec) for ptr, t, spec in zip(key, (a, b, c), self.specs)), None]
         return found
 
+    def descriptors(self, a, b, c) -> tuple:
+        """A's, B's and C's descriptors for these operands (tensors of the launch's layout)."""
+        if self.interpret:  # the interpreter reads the base tensor itself
+            return tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
+        return self._entry(a, b, c)[0]
+
     def __call__(self, a, b, c, bias, z) -> None:
-        self.kernel(*self.descriptors(a, b, c), bias, z)
+        kernel = self.kernel
+        if kernel.expand is not None:
+            entry = self._entry(a, b, c)
+            expanded = entry[1]
+            if expanded is None or expanded[0] is not kernel.expand:
+                expanded = entry[1] = (kernel.expand, kernel.expand_descriptors(entry[0]))
+            if kernel.call_expanded(expanded[1], bias, z):
+                return
+        kernel(*self.descriptors(a, b, c), bias, z)
 
 
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,

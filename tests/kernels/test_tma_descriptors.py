@@ -7,6 +7,7 @@ import weakref
 
 import torch
 
+from autokernel.kernels import launch as launch_mod
 from autokernel.kernels import matmul_tma
 from autokernel.kernels.launch import KernelLaunch
 from autokernel.records import KernelConfig
@@ -64,3 +65,90 @@ def test_warp_specialized_configs_describe_the_operands_on_the_device():
     a, b, c = _operands()
     launch = _launch(a, b, c, CONFIG.model_copy(update={"warp_specialize": True, "epilogue_subtile": 1}))
     assert isinstance(launch, KernelLaunch) and launch.kwargs["DEVICE_DESCRIPTORS"] is True
+
+
+# Triton 3.6's wrapper of a kernel's C launcher where the kernel takes host tensor
+# descriptors (triton/backends/nvidia/driver.py, wrap_handle_tensordesc), in its form:
+# the launch's leading arguments pass through, each descriptor becomes what
+# make_tensordesc_arg makes of it (a filled tensor map, then its shape and strides).
+_WRAPPER_36 = '''
+def wrap(launcher, signature, tensordesc_meta):
+    tensordesc_indices = set(i for i, sig in enumerate(signature.values()) if sig.startswith("tensordesc"))
+
+    def inner(*args):
+        final_args = list(args[:_BASE_ARGS_FORMAT_LEN])
+        tensordesc_idx = 0
+        for i, arg in enumerate(args[_BASE_ARGS_FORMAT_LEN:]):
+            if i in tensordesc_indices:
+                final_args.extend(make_tensordesc_arg(arg, tensordesc_meta[tensordesc_idx]))
+                tensordesc_idx += 1
+            else:
+                final_args.append(arg)
+        return launcher(*final_args)
+
+    return inner
+'''
+_SIGNATURE = {"a": "tensordesc<fp16[32, 64]>", "b": "tensordesc<fp16[128, 32]>", "c": "tensordesc<fp16[64, 64]>",
+              "bias": "*fp16", "z": "*fp16", "M": "i32"}
+
+
+def _wrapped(prefix_len: int, signature=_SIGNATURE):
+    """(Triton 3.6's wrapper around a recording C launcher, the calls it saw, the maps filled)."""
+    filled, calls = [], []
+
+    def make_tensordesc_arg(arg, meta):
+        filled.append((arg.base.data_ptr(), meta))
+        return [("map", arg.base.data_ptr(), meta["swizzle"]), *arg.shape, *arg.strides]
+
+    scope = {"_BASE_ARGS_FORMAT_LEN": prefix_len, "make_tensordesc_arg": make_tensordesc_arg}
+    exec(_WRAPPER_36, scope)
+    metas = [{"swizzle": 128 - i} for i in range(3)]
+    return scope["wrap"](lambda *args: calls.append(args), signature, metas), calls, filled
+
+
+def _replaying(launch, monkeypatch, wrapper_len: int = 13):
+    """``launch`` (a TmaLaunch) as ``KernelLaunch._replay_with`` leaves it after its first GPU
+    launch, its launcher Triton 3.6's wrapper with ``wrapper_len`` leading arguments."""
+    inner, calls, filled = _wrapped(wrapper_len)
+    kernel = launch.kernel
+    kernel.head = (None, None, None, None)  # function, cooperative, pdl, packed metadata
+    ours = len(kernel._prefix(0, None))
+    kernel.expand = launch_mod._descriptor_launcher(inner, ours)
+    kernel.direct = inner
+    monkeypatch.setattr(KernelLaunch, "_direct_prefix", lambda self: ("prefix",) * ours)
+    return inner, calls, filled
+
+
+def test_a_replayed_launch_fills_each_operands_tensor_maps_once(monkeypatch):
+    a, b, c = _operands()
+    launch = _launch(a, b, c)
+    inner, calls, filled = _replaying(launch, monkeypatch)
+    prefix_len = 13
+    assert launch.kernel.expand is not None
+    for _ in range(3):
+        launch(a, b, c, c, c)
+    assert len(filled) == 3  # A's, B's and C's maps, on the first call only
+    # Each call hands the C launcher what Triton's wrapper would have.
+    inner(*("prefix",) * prefix_len, *launch.descriptors(a, b, c), c, c, *launch.kernel.args_tail)
+    assert len(calls) == 4 and calls[0] == calls[1] == calls[2] == calls[3]
+    a2, b2, c2 = _operands()
+    launch(a2, b2, c2, c2, c2)  # other operands: their own maps
+    assert [ptr for ptr, _ in filled[-3:]] == [a2.data_ptr(), b2.data_ptr(), c2.data_ptr()]
+    assert calls[-1][prefix_len] == ("map", a2.data_ptr(), 128)
+
+
+def test_a_launcher_of_another_form_is_called_as_it_is(monkeypatch):
+    a, b, c = _operands()
+    inner, _, _ = _wrapped(13)
+    assert launch_mod._descriptor_launcher(inner, 12) is None  # another layout of the leading arguments
+    assert launch_mod._descriptor_launcher(lambda *args: None, 13) is None  # no wrapper: a C function
+    late = dict(_SIGNATURE)
+    late = {"bias": late.pop("bias"), **late}  # descriptors not the leading parameters
+    assert launch_mod._descriptor_launcher(_wrapped(13, late)[0], 13) is None
+    launch = _launch(a, b, c)
+    _, calls, filled = _replaying(launch, monkeypatch, wrapper_len=12)  # its leading arguments differ from ours
+    assert launch.kernel.expand is None
+    called = []
+    monkeypatch.setattr(KernelLaunch, "__call__", lambda self, *args: called.append(args))
+    launch(a, b, c, c, c)
+    assert called == [(*launch.descriptors(a, b, c), c, c)] and not filled
