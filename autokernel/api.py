@@ -12,7 +12,6 @@ from autokernel.plans import (  # noqa: F401  (re-exported: the launch path's na
     GemmPlan,
     _check_config,
     _check_linear_args,
-    _check_out_memory,
     _layout,
     _plan_kernel,
     _remember,
@@ -90,7 +89,7 @@ def matmul(
         if key is not None:
             _remember(plans._PLANS, key, plan)
     elif out is not None:
-        _check_out_memory(out, {"a": a, "b": b, "bias": bias})
+        plan.check_out(out, a, b, bias)
     return plan.run(a, b, bias, out)[0]
 
 

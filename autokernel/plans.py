@@ -109,6 +109,15 @@ def _element_bytes(buffer: torch.Tensor, t: torch.Tensor, base: int, byte: int) 
     return buffer.as_strided(t.shape, [s * size for s in t.stride()], t.data_ptr() - base + byte)
 
 
+def _byte_extent(t: torch.Tensor | None) -> int:
+    """The bytes ``_byte_span`` finds for ``t`` (0 for None or an empty tensor): a property
+    of its layout, not of its address."""
+    if t is None or t.numel() == 0:
+        return 0
+    first, end = _byte_span(t)
+    return end - first
+
+
 def _check_out_memory(out: torch.Tensor, inputs: dict) -> None:
     """``out`` must not overwrite an input the kernel still reads, nor itself (stride 0)."""
     if out.numel() == 0:
@@ -178,12 +187,13 @@ best.ON_CLEAR.append(clear_launch_cache)
 class GemmPlan:
     """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``)."""
 
-    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard")
+    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard", "extents")
 
     def __init__(self, shape, dtype, device, store_z: bool, launch):
         self.shape, self.dtype, self.device, self.store_z, self.launch = shape, dtype, device, store_z, launch
         # Only a machine of several GPUs can launch on the wrong one: skip the check elsewhere.
         self.guard = device.type == "cuda" and torch.cuda.device_count() > 1
+        self.extents = None
 
     def run(self, a, b, bias, out=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(out, Z or None) for operands of this plan's layout, or tensors that share their
@@ -199,6 +209,24 @@ class GemmPlan:
         if self.launch is not None:
             self.fire(a, b, out, bias, z)
         return out, z
+
+    def check_out(self, out, a, b, bias) -> None:
+        """``_check_out_memory`` for operands of this plan's layout, ``out`` included (the
+        plan was made with an out=, which was checked then, its own overlap too): each
+        operand's byte extent is fixed by its layout, so a call compares addresses, and only
+        where out's span meets an operand's (views of one buffer) checks the bytes."""
+        extents = self.extents
+        if extents is None:
+            extents = self.extents = tuple(map(_byte_extent, (out, a, b, bias)))
+        if not extents[0]:
+            return
+        o0 = out.data_ptr()
+        o1 = o0 + extents[0]
+        for name, t, extent in (("a", a, extents[1]), ("b", b, extents[2]), ("bias", bias, extents[3])):
+            if extent:
+                t0 = t.data_ptr()
+                if t0 < o1 and o0 < t0 + extent:
+                    _check_out_memory(out, {name: t})
 
     def fire(self, a, b, out, bias, z) -> None:
         args = (a, b, out, bias if bias is not None else out, z if z is not None else out)

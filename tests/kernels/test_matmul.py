@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import autokernel as ak
+from autokernel import plans
 from autokernel.evaluate import reference
 
 from tests.helpers import FP32_TOL, rel_error
@@ -290,6 +291,29 @@ def test_out_overlapping_an_input_is_rejected(case, device):
         assert torch.equal(t, old), name  # refused before any launch
 
 
+def _twin(t):
+    """A tensor of ``t``'s layout on memory of its own."""
+    if t is None:
+        return None
+    twin = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return twin.copy_(t)
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_out_overlapping_an_input_is_rejected_on_a_layout_seen_before(case, device):
+    # The first call, on operands apart, makes the layout's plan; the overlap is then
+    # found by the plan's own check (addresses against each operand's extent).
+    name, a, b, bias, out = list(_overlapping_outs(device))[case]
+    ak.matmul(_twin(a), _twin(b), _twin(bias), out=_twin(out))
+    key = (plans._layout(a), plans._layout(b), plans._layout(bias), plans._layout(out), None, 0.01, None, False)
+    assert key in plans._PLANS, name
+    before = [t.clone() for t in (a, b, out)]
+    with pytest.raises(ValueError, match="out overlaps"):
+        ak.matmul(a, b, bias, out=out)
+    for t, old in zip((a, b, out), before):
+        assert torch.equal(t, old), name
+
+
 def test_out_with_elements_sharing_memory_is_rejected(device):
     a, b = torch.randn(8, 8).to(device), torch.randn(8, 8).to(device)
     with pytest.raises(ValueError, match="share memory"):
@@ -297,15 +321,16 @@ def test_out_with_elements_sharing_memory_is_rejected(device):
 
 
 def test_out_beside_inputs_in_one_buffer_is_fine(device):
-    # Views of one buffer that touch disjoint elements: halves, and interleaved columns.
+    # Views of one buffer that touch disjoint elements: halves, and interleaved columns
+    # (their byte spans meet). Twice each: the second call goes through the layout's plan.
     buf = torch.randn(48, 24).to(device)
-    a, out = buf[:24], buf[24:]
-    b = torch.randn(24, 24).to(device)
-    ref = a @ b
-    ak.matmul(a, b, out=out)
-    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
     cols = torch.randn(24, 48).to(device)
-    b, out = cols[:, 1::2], cols[:, ::2]
-    ref = a @ b
-    ak.matmul(a, b, out=out)
-    torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
+    a, out = buf[:24], buf[24:]
+    cases = [(a, torch.randn(24, 24).to(device), out), (a, cols[:, 1::2], cols[:, ::2])]
+    for a, b, out in cases:
+        ref = a @ b
+        for _ in range(2):
+            out.zero_()
+            ak.matmul(a, b, out=out)
+            torch.testing.assert_close(out, ref, rtol=FP32_TOL, atol=FP32_TOL)
+
