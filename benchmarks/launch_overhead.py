@@ -123,12 +123,19 @@ def section_correctness():
                 print(f"[check] {variant:8s} {m}x{n}x{k} {str(dtype)[6:]:9s} rel_err {max(errs):.2e} "
                       f"cached==jit {same} {'OK' if ok else 'FAIL'}", flush=True)
                 assert ok
-    paths = sorted({_replay_path(p.launch) for p in api._PLANS.values() if hasattr(p, "launch") and p.launch})
+    cache = getattr(api, "_PLANS", None)  # where older versions kept the plans
+    if cache is None:
+        cache = sys.modules[api.__name__.rsplit(".", 1)[0] + ".plans"]._PLANS
+    paths = sorted({_replay_path(p.launch) for p in cache.values() if hasattr(p, "launch") and p.launch})
     print(f"[check] replay path of the cached launches: {', '.join(paths)}", flush=True)
     _check_backward_replay()
 
 
 def _replay_path(launch) -> str:
+    if hasattr(launch, "kernel") and hasattr(launch, "descriptors"):  # the TMA launch: host descriptors
+        kernel = launch.kernel
+        kept = getattr(kernel, "expand", None) is not None
+        return _replay_path(kernel) + (", tensor maps kept" if kept else ", tensor maps filled per launch")
     if not hasattr(launch, "direct"):
         return "n/a (no direct path in this version)" if hasattr(launch, "compiled") else type(launch).__name__
     return "direct C launch" if launch.direct is not None else "CompiledKernel.run"
