@@ -28,6 +28,31 @@ from autokernel.plans import (  # noqa: F401  (re-exported: the launch path's na
 from autokernel.records import normalize_activation
 
 
+_ANY_AUTOCAST = getattr(torch._C, "_is_any_autocast_enabled", None)
+
+
+def _autocast_dtype(t) -> torch.dtype | None:
+    """The dtype torch.autocast runs a linear layer or a matmul in on ``t``'s device, or None
+    where autocast is off there (or ``t`` is no tensor: the checks name it)."""
+    if _ANY_AUTOCAST is not None and not _ANY_AUTOCAST():  # one C call: off everywhere, the usual case
+        return None
+    try:
+        device_type = t.device.type
+    except AttributeError:
+        return None
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
+def _autocast_cast(dtype: torch.dtype, *tensors):
+    """The tensors as autocast hands them to torch's linear: floating ones (but float64) in
+    ``dtype``, others and None as they are. A cast is differentiable: gradients reach the
+    float32 weights through it, as under torch's own autocast."""
+    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != dtype
+                 and t.dtype != torch.float64 else t for t in tensors)
+
+
 def matmul(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -61,7 +86,12 @@ def matmul(
     then raises RuntimeError, as torch's does. Otherwise arguments are checked, and the
     config resolved, once per layout (``GemmPlan``); an ``out=`` is checked against the
     inputs' memory on every call (data pointers are not part of a layout).
+
+    Under ``torch.autocast`` it runs as torch.matmul does there: floating inputs cast to
+    the autocast dtype (none with ``out=``, which autocast leaves alone too).
     """
+    if out is None and (cast := _autocast_dtype(a)) is not None:
+        a, b, bias = _autocast_cast(cast, a, b, bias)
     if torch.compiler.is_compiling():
         return _traced_matmul(a, b, bias, activation, slope, config, out)
     try:  # per call: spelled out, a third of the generator's host time
@@ -108,7 +138,9 @@ def linear(
 
     Differentiable: when grad mode is on and any of x, weight, bias requires grad, it runs
     through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too).
-    Under ``torch.compile`` it is the registered op ``torch.ops.autokernel.linear``.
+    Under ``torch.compile`` it is the registered op ``torch.ops.autokernel.linear``. Under
+    ``torch.autocast`` x, weight and bias are cast to the autocast dtype, as torch's linear
+    takes them there: float32 weights get their gradients through the cast.
 
     Args:
         x: [..., in_features]; leading dimensions are flattened into M.
@@ -120,6 +152,8 @@ def linear(
     Returns:
         [..., out_features] in x's dtype.
     """
+    if (cast := _autocast_dtype(x)) is not None:
+        x, weight, bias = _autocast_cast(cast, x, weight, bias)
     if torch.compiler.is_compiling():
         return _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config)
     try:

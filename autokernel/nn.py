@@ -14,7 +14,7 @@ import torch
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
-from autokernel.api import _check_config, _config_str, linear, normalize_activation
+from autokernel.api import _autocast_cast, _check_config, _config_str, linear, normalize_activation
 from autokernel.config import KernelConfig
 
 _CONFIGS = ("config", "dx_config", "dw_config")
@@ -33,6 +33,8 @@ class Linear(torch.nn.Linear):
 
     The attributes ``config``, ``dx_config`` and ``dw_config`` (KernelConfig or None)
     pick the launch parameters of the forward, dX and dW GEMMs; None means the default.
+    Under ``torch.autocast`` it runs in the autocast dtype like torch.nn.Linear (float32
+    weights cast per call, their gradients float32).
     """
 
     def __init__(
@@ -97,6 +99,8 @@ class Linear(torch.nn.Linear):
         # An explicit M: -1 is ambiguous when K = 0.
         x2d = input if flat else input.reshape(input.shape[:-1].numel(), input.shape[-1])
         weight, bias = self.weight, self.bias
+        if torch.is_autocast_enabled(input.device.type):  # torch's linear would run in autocast's dtype
+            x2d, weight, bias = _autocast_cast(torch.get_autocast_dtype(input.device.type), x2d, weight, bias)
         for_backward = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or
                                                     (bias is not None and bias.requires_grad))
         texts = self._configs_json
