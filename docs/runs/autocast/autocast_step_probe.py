@@ -1,11 +1,13 @@
 """Mixed-precision training steps under torch.autocast (float32 weights): an MLP block of
 torch.nn.Linear layers against the same block swapped to autokernel.nn.Linear, side by
 side. Checks the loss and every weight gradient against torch's, then times a step
-(forward + backward, no optimizer) per model, the two interleaved over rounds. The loss
+(forward + backward, no optimizer) per model two ways: the two models interleaved over
+rounds of 5 steps (CUDA events), and 50 steps of one model back to back, as a training loop
+runs them (host clock, synchronized; 3 repeats in alternating order, median). The loss
 is scaled by 2^16 before backward, as GradScaler does (float16 gradients underflow
 without it). The control: the same blocks with bfloat16 weights and no autocast.
 Usage: python3 docs/runs/autocast/autocast_step_probe.py OUT.jsonl"""
-import copy, json, statistics, sys
+import copy, json, statistics, sys, time
 import torch
 import autokernel
 
@@ -57,13 +59,25 @@ def main():
                     torch.cuda.synchronize()
                     times[name].append(start.elapsed_time(end) / 5)
             med = {k: statistics.median(v) for k, v in times.items()}
+            alone = {"torch": [], "autokernel": []}
+            for rep in range(3):
+                for name, model in (("torch", ref), ("autokernel", ours))[:: 1 if rep % 2 == 0 else -1]:
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(50):
+                        step(model, x, dtype)
+                    torch.cuda.synchronize()
+                    alone[name].append((time.perf_counter() - t0) / 50 * 1e3)
+            alone = {k: statistics.median(v) for k, v in alone.items()}
             row = dict(dtype="bfloat16 weights, no autocast" if dtype is None else str(dtype).split(".")[1], tokens=tokens, d=d, hidden=hidden, loss_torch=losses[0],
                        loss_ours=losses[1], grad_rel_err=grad_err, step_ms=med,
-                       torch_over_ours=med["torch"] / med["autokernel"])
+                       torch_over_ours=med["torch"] / med["autokernel"], back_to_back_ms=alone,
+                       back_to_back_torch_over_ours=alone["torch"] / alone["autokernel"])
             print(json.dumps(row), file=out, flush=True)
             print(f"{row['dtype']} {tokens}x{d}x{hidden}: loss {losses[0]:.5f} / {losses[1]:.5f}, grad rel err "
                   f"{grad_err:.2e}, step ms torch {med['torch']:.3f} ours {med['autokernel']:.3f} "
-                  f"(torch / ours {row['torch_over_ours']:.3f})", flush=True)
+                  f"(torch / ours {row['torch_over_ours']:.3f}); back to back torch {alone['torch']:.3f} ours "
+                  f"{alone['autokernel']:.3f} ({row['back_to_back_torch_over_ours']:.3f})", flush=True)
 
 
 if __name__ == "__main__":
