@@ -95,17 +95,21 @@ def operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, abs_k, stride_am, stride_ak, st
 def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
              stride_am, stride_ak, stride_bk, stride_bn,
              EVEN_K: tl.constexpr, UPCAST: tl.constexpr, INDEX_64: tl.constexpr,
-             A_LEAD: tl.constexpr, B_LEAD: tl.constexpr,
+             A_LEAD: tl.constexpr, B_LEAD: tl.constexpr, M_RUN: tl.constexpr, N_RUN: tl.constexpr,
              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """(acc, offs_m, offs_n): the float32 product of output tile (pid_m, pid_n) over
     ``iters`` BLOCK_K steps of K from step ``k_iter`` (the whole K loop in the one-pass
     kernel, a slice of it in the split-K and stream-K kernels), with the tile's row and
-    column indices."""
+    column indices. M_RUN, N_RUN: ``index_run`` of M and N."""
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # As in the one-pass kernel: edge rows/cols wrap onto valid ones, the store masks them.
-    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
-    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
+    # Edge rows/cols wrap onto valid ones; the store masks them. The wrapped indices run
+    # contiguously in aligned groups of M_RUN (N_RUN) only: the wrap restarts at 0 at M
+    # (N), a multiple of the run. A claim of whole-tile runs let the compiler load a
+    # vector across the restart from an address off its alignment (a misaligned address
+    # on the H100: B a column slice of 16-byte rows, N = 30 or 60).
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, M_RUN), M_RUN)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, N_RUN), N_RUN)
     offs_k = tl.arange(0, BLOCK_K)
     k_first = k_iter * BLOCK_K
     abs_k = k_first + offs_k
@@ -135,6 +139,8 @@ def _matmul_kernel(
     INDEX_64: tl.constexpr,
     A_LEAD: tl.constexpr,
     B_LEAD: tl.constexpr,
+    M_RUN: tl.constexpr,
+    N_RUN: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -143,7 +149,7 @@ def _matmul_kernel(
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, 0, tl.cdiv(K, BLOCK_K), M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, BLOCK_M, BLOCK_N, BLOCK_K)
     store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                    z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 
@@ -155,6 +161,13 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
         if (rows - 1) * s0 + (cols - 1) * s1 > _INT32_MAX // 2:
             return True
     return False
+
+
+def index_run(size: int, block: int) -> int:
+    """M_RUN / N_RUN of ``tile_acc``: the largest power of two that divides ``size``, at most
+    ``block``. A tile's indices wrapped at ``size`` run contiguously in aligned groups of
+    that many, and no more where the tile crosses ``size``."""
+    return max(1, min(block, size & -size))
 
 
 def lead_hint(t: torch.Tensor) -> int:
@@ -194,6 +207,8 @@ def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, in
         INDEX_64=_needs_int64(a, b, c, zz),
         A_LEAD=lead_hint(a),
         B_LEAD=lead_hint(b),
+        M_RUN=index_run(M, config.block_m),
+        N_RUN=index_run(N, config.block_n),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

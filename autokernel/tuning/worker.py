@@ -819,11 +819,14 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     as constants (K a multiple of the K step, indices past 32 bits). The kernels that take
     integers worked out from the shape specialize on those too: split-K on the K steps per
     slice, stream-K on how the partial wave's tiles and their K steps fall on the persistent
-    grid (keyed here by the tile and K-step counts, since the grid is the GPU's). Two
+    grid (keyed here by the tile and K-step counts, since the grid is the GPU's), and the
+pointer kernels on the runs of their wrapped row and column indices (``index_run``). Two
     candidates with one key compile once; where the key is too coarse the timing worker
     compiles what is missing itself, so a wrong key costs time, never a result."""
     if config is None:
         return None
+    from autokernel.kernels.matmul import index_run  # Triton's: imported where candidates compile
+
     m, n, k = problem.m, problem.n, problem.k
     big = max(m * k, k * n, m * n) >= 2 ** 31
     k_steps = -(-k // config.block_k)
@@ -833,8 +836,9 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     elif config.split_k > 1:
         per_slice = -(-k_steps // config.split_k)
         derived = (per_slice % 16, per_slice == 1)
+    runs = (index_run(m, config.block_m), index_run(n, config.block_n))  # the pointer kernels' wrapped indices
     return (config, problem.dtype, problem.layout, problem.activation, problem.bias,
-            tuple((x % 16, x == 1) for x in (m, n, k)), k % config.block_k == 0, big, derived)
+            tuple((x % 16, x == 1) for x in (m, n, k)), k % config.block_k == 0, big, derived, runs)
 
 
 class _Batch:

@@ -12,7 +12,7 @@ import torch
 import autokernel as ak
 from autokernel.config import KernelConfig
 from autokernel.evaluate import reference
-from autokernel.kernels.matmul import lead_hint
+from autokernel.kernels.matmul import index_run, lead_hint
 
 from tests.helpers import rel_error
 
@@ -65,7 +65,7 @@ def test_hint_gives_16_byte_pipelined_loads_on_sm90():
             sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "stride_cn",
                                                  "stride_zm", "stride_zn", "stride_bias")})
             consts = dict(stride_ak=1, stride_bk=1, HAS_BIAS=False, STORE_Z=False, ACTIVATION="none", EVEN_K=False,
-                          UPCAST=False, INDEX_64=False, A_LEAD=lead_a, B_LEAD=lead_b, BLOCK_M=128, BLOCK_N=128,
+                          UPCAST=False, INDEX_64=False, A_LEAD=lead_a, B_LEAD=lead_b, M_RUN=128, N_RUN=128, BLOCK_M=128, BLOCK_N=128,
                           BLOCK_K=64, GROUP_M=8)
             order = ["a_ptr", "b_ptr", "c_ptr", "bias_ptr", "z_ptr", "M", "N", "K", "stride_am", "stride_ak",
                      "stride_bk", "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn", "stride_bias",
@@ -86,3 +86,17 @@ def test_hint_gives_16_byte_pipelined_loads_on_sm90():
     assert proc.returncode == 0, proc.stderr[-2000:]
     # Without the hint a stride of K = 1000 halves compiles to 2-byte loads and no async copies.
     assert "unhinted False" in proc.stdout and "hinted True" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
+def test_index_run_is_what_wrapped_tile_indices_hold(block):
+    # The pointer kernels claim that a tile's indices wrapped at M (or N) run contiguously
+    # in aligned groups of index_run(M, BLOCK): check the claim on every tile of many sizes.
+    for size in [1, 2, 3, 7, 8, 12, 16, 30, 60, 100, 120, 128, 129, 1000, 4104, 50257]:
+        run = index_run(size, block)
+        assert run <= block and block % run == 0 and size % run == 0
+        for tile in range(-(-size // block)):
+            idx = [(tile * block + i) % size for i in range(block)]
+            for g in range(0, block, run):
+                group = idx[g:g + run]
+                assert group[0] % run == 0 and group == list(range(group[0], group[0] + run)), (size, block, g)
