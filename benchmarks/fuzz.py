@@ -3,10 +3,11 @@
     python3 benchmarks/fuzz.py [--cases 400] [--seed S]      # a GPU, or the interpreter on tiny sizes
 
 A few fixed edge cases run first (a single output element in each activation's tail, K = 0
-and 1, unaligned rows); then each case draws a problem nobody chose: M, N, K log-uniform (a tenth of them 1), float16,
-bfloat16 or float32, each operand row-major, transposed or a strided slice, a bias or not,
-any activation; the config is the one matmul picks (six cases in ten) or a candidate of the
-selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
+and 1, unaligned rows, column slices of aligned rows); then each case draws a problem
+nobody chose: M, N, K log-uniform (a tenth of them 1), float16, bfloat16 or float32, each
+operand row-major, transposed, a strided slice or a column slice of padded rows, a bias or
+not, any activation; the config is the one matmul picks (six cases in ten) or a candidate
+of the selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
 first; the case passes when every element is written and the result is within 1e-2 of the
 reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
 mantissa. A config refused for shared memory (ConfigError, before launch) is counted, not a
@@ -40,12 +41,16 @@ def tolerance(dtype: torch.dtype) -> float:
 
 
 def operand(rows: int, cols: int, how: str, dtype, device, gen) -> torch.Tensor:
-    """A [rows, cols] operand stored row-major ("n"), as a transposed view ("t"), or as
-    every other column of a wider row-major tensor ("s": a stride that is no unit)."""
+    """A [rows, cols] operand stored row-major ("n"), as a transposed view ("t"), as every
+    other column of a wider row-major tensor ("s": a stride that is no unit), or as the
+    first columns of rows padded to a multiple of 16 elements ("p": aligned rows that
+    end before their stride, where a tile's wrapped columns once faulted)."""
     if how == "t":
         base = torch.randn(cols, rows, generator=gen, device=device).t()
     elif how == "s":
         base = torch.randn(rows, 2 * cols, generator=gen, device=device)[:, ::2]
+    elif how == "p":
+        base = torch.randn(rows, cols + 16 - cols % 16, generator=gen, device=device)[:, :cols]
     else:
         base = torch.randn(rows, cols, generator=gen, device=device)
     return base.to(dtype)
@@ -59,7 +64,7 @@ def draw(rng: random.Random, small: bool):
 
     m, n, k = size(), size(), size()
     dtype = rng.choice(DTYPES)
-    hows = (rng.choice("nts"), rng.choice("nts"))
+    hows = (rng.choice("ntsp"), rng.choice("ntsp"))
     bias = rng.random() < 0.5
     act = rng.choice(ACTIVATIONS)
     r = rng.random()
@@ -81,6 +86,9 @@ EDGE_CASES = [
     (1, 1, 0, torch.float16, ("n", "n"), True, "gelu_tanh", None),
     (3, 5, 1, torch.float32, ("t", "s"), True, "silu", None),
     (17, 1000, 1000, torch.bfloat16, ("n", "t"), True, "gelu_tanh", None),
+    # column slices of aligned rows whose width is no multiple of the load vector
+    (32, 30, 40, torch.float16, ("n", "p"), False, "none", None),
+    (17, 60, 36, torch.float16, ("p", "p"), True, "relu", None),
 ]
 """Run first, whatever the seed."""
 
