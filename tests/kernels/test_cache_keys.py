@@ -52,7 +52,9 @@ print(" ".join(k.hash for k in kernels))
 
 def _run(script: str, *args: str) -> str:
     """What ``script`` prints in a fresh process compiling for the GPU (no interpreter)."""
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    # This checkout first, then whatever path the caller has (the GPU machine's carried wheels).
+    env = {**os.environ, "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -177,12 +177,12 @@ def test_compiled_linear_edges_match_eager():
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch: "Initializing zero-element tensors is a no-op"
-        empty_k = Linear(0, 4)
-    x = torch.randn(2, 3, 0)
+        empty_k = Linear(0, 4, device=DEVICE)
+    x = torch.randn(2, 3, 0, device=DEVICE)
     torch.testing.assert_close(torch.compile(empty_k, backend="aot_eager")(x), empty_k(x))
     torch._dynamo.reset()
     with pytest.raises(Exception, match="at least 1 dimension"):
-        torch.compile(Linear(4, 2), backend="aot_eager")(torch.tensor(1.0))
+        torch.compile(Linear(4, 2, device=DEVICE), backend="aot_eager")(torch.tensor(1.0, device=DEVICE))
     with pytest.raises(TypeError, match="dx_config must be a KernelConfig"):
         Linear(4, 2).dx_config = {"block_m": 16}
     layer = Linear(8, 4, activation="gelu")
