@@ -223,7 +223,7 @@ class TmaLaunch:
 
     def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool):
         self.kernel, self.specs, self.interpret = kernel, specs, interpret
-        # by operand addresses: [descriptors, (the launch's expansion parts, expanded) or None]
+        # by operand addresses: [descriptors, their expansion for the C launcher or None]
         self.kept: dict[tuple[int, int, int], list] = {}
 
     def _entry(self, a, b, c) -> list:
@@ -244,14 +244,16 @@ class TmaLaunch:
 
     def __call__(self, a, b, c, bias, z) -> None:
         kernel = self.kernel
-        if kernel.expand is not None:
-            entry = self._entry(a, b, c)
-            expanded = entry[1]
-            if expanded is None or expanded[0] is not kernel.expand:
-                expanded = entry[1] = (kernel.expand, kernel.expand_descriptors(entry[0]))
-            if kernel.call_expanded(expanded[1], bias, z):
+        if self.interpret:
+            kernel(*self.descriptors(a, b, c), bias, z)
+            return
+        entry = self._entry(a, b, c)
+        if kernel.expand is not None:  # set once, at the launch's first replay
+            if entry[1] is None:
+                entry[1] = kernel.expand_descriptors(entry[0])
+            if kernel.call_expanded(entry[1], bias, z):
                 return
-        kernel(*self.descriptors(a, b, c), bias, z)
+        kernel(*entry[0], bias, z)
 
 
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,

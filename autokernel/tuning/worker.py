@@ -820,7 +820,7 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     integers worked out from the shape specialize on those too: split-K on the K steps per
     slice, stream-K on how the partial wave's tiles and their K steps fall on the persistent
     grid (keyed here by the tile and K-step counts, since the grid is the GPU's), and the
-pointer kernels on the runs of their wrapped row and column indices (``index_run``). Two
+    pointer kernels on the runs of their wrapped row and column indices (``index_run``). Two
     candidates with one key compile once; where the key is too coarse the timing worker
     compiles what is missing itself, so a wrong key costs time, never a result."""
     if config is None:
