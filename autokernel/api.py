@@ -53,6 +53,23 @@ def _autocast_cast(dtype: torch.dtype, *tensors):
                  and t.dtype != torch.float64 else t for t in tensors)
 
 
+def torch_activation(x: torch.Tensor, activation: str, slope: float = 0.01) -> torch.Tensor:
+    """``activation`` (a normalized name) of ``x`` by torch's functions: what the kernels'
+    epilogue computes, for references, baselines and the layers' torch path."""
+    F = torch.nn.functional
+    if activation == "relu":
+        return F.relu(x)
+    if activation == "leaky_relu":
+        return F.leaky_relu(x, slope)
+    if activation == "gelu":
+        return F.gelu(x)
+    if activation == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    if activation == "silu":
+        return F.silu(x)
+    return x
+
+
 def matmul(
     a: torch.Tensor,
     b: torch.Tensor,

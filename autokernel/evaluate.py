@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from autokernel import runtime
-from autokernel.api import matmul
+from autokernel.api import matmul, torch_activation
 from autokernel.config import ConfigError, KernelConfig, check_fits, default_config
 from autokernel.records import Problem, Trial, fresh_seed  # noqa: F401  (Trial re-exported: the record every evaluation produces)
 from autokernel.timing import (
@@ -29,19 +29,8 @@ RTOL = 1e-2
 LEAKY_SLOPE = 0.01
 
 
-def reference_activation(x: torch.Tensor, activation: str, slope: float = LEAKY_SLOPE) -> torch.Tensor:
-    """The activation in torch, for references and baselines."""
-    if activation == "relu":
-        return F.relu(x)
-    if activation == "leaky_relu":
-        return F.leaky_relu(x, slope)
-    if activation == "gelu":
-        return F.gelu(x)
-    if activation == "gelu_tanh":
-        return F.gelu(x, approximate="tanh")
-    if activation == "silu":
-        return F.silu(x)
-    return x
+reference_activation = torch_activation
+"""The activation in torch, for references and baselines."""
 
 
 @contextlib.contextmanager

@@ -14,8 +14,9 @@ import torch
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
-from autokernel.api import _autocast_cast, _check_config, _config_str, linear, normalize_activation
+from autokernel.api import _autocast_cast, _check_config, _config_str, linear, normalize_activation, torch_activation
 from autokernel.config import KernelConfig
+from autokernel.plans import _KERNEL_DEVICE_TYPE, SUPPORTED_DTYPES
 
 _CONFIGS = ("config", "dx_config", "dw_config")
 """The config attributes: their JSON is kept beside them, as ``_configs_json``, for the op
@@ -35,6 +36,11 @@ class Linear(torch.nn.Linear):
     pick the launch parameters of the forward, dX and dW GEMMs; None means the default.
     Under ``torch.autocast`` it runs in the autocast dtype like torch.nn.Linear (float32
     weights cast per call, their gradients float32).
+
+    Inputs the kernels do not take (float64, or tensors on another device than the
+    kernels', e.g. a model moved to the CPU on a GPU machine) run torch's linear and
+    activation instead, with one warning per device and dtype (none under torch.compile):
+    a swapped model keeps working wherever torch's would.
     """
 
     def __init__(
@@ -79,6 +85,10 @@ class Linear(torch.nn.Linear):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
             return self._traced_forward(input)
+        if isinstance(input, torch.Tensor) and (input.device.type != _KERNEL_DEVICE_TYPE or
+                                                input.dtype not in SUPPORTED_DTYPES):
+            _warn_torch_path(input)
+            return self._torch_forward(input)
         return linear(
             input, self.weight, self.bias, self.activation, slope=self.slope,
             config=self.config, dx_config=self.dx_config, dw_config=self.dw_config,
@@ -93,6 +103,8 @@ class Linear(torch.nn.Linear):
         while tracing. The body is ops.linear_nd's, spelled out here: calling it would add
         its module, code object and op to the guards (79 against 74 on a one-block model,
         CPU), which is what this path exists to avoid."""
+        if input.device.type != _KERNEL_DEVICE_TYPE or input.dtype not in SUPPORTED_DTYPES:
+            return self._torch_forward(input)
         if input.dim() == 0:  # before shape[-1]: linear's message, not an IndexError
             raise ValueError(f"x must have at least 1 dimension, got shape {tuple(input.shape)}")
         flat = input.dim() == 2
@@ -109,6 +121,11 @@ class Linear(torch.nn.Linear):
                                             dw_config, for_backward)[0]
         return y if flat else y.reshape(*input.shape[:-1], weight.shape[0])
 
+    def _torch_forward(self, input: torch.Tensor) -> torch.Tensor:
+        """torch's linear and activation, for inputs the kernels do not take."""
+        y = torch.nn.functional.linear(input, self.weight, self.bias)
+        return torch_activation(y, self.activation, self.slope)
+
     def extra_repr(self) -> str:
         act = "" if self.activation == "none" else f", activation={self.activation}"
         if self.activation == "leaky_relu":
@@ -124,6 +141,20 @@ class Linear(torch.nn.Linear):
         new.bias = module.bias
         new.train(module.training)
         return new
+
+
+_WARNED: set[tuple[str, torch.dtype]] = set()
+
+
+def _warn_torch_path(input: torch.Tensor) -> None:
+    """Say once per (device type, dtype) that such inputs run torch's linear."""
+    seen = (input.device.type, input.dtype)
+    if seen in _WARNED:
+        return
+    _WARNED.add(seen)
+    dtype = str(input.dtype).removeprefix("torch.")
+    warnings.warn(f"autokernel.nn.Linear: {dtype} inputs on {input.device.type} run torch's linear; the kernels "
+                  f"take float16, bfloat16 and float32 on {_KERNEL_DEVICE_TYPE}", stacklevel=2)
 
 
 def _fusable(module: torch.nn.Module) -> tuple[str, float] | None:

@@ -185,7 +185,7 @@ def test_compiled_linear_edges_match_eager():
         torch.compile(Linear(4, 2, device=DEVICE), backend="aot_eager")(torch.tensor(1.0, device=DEVICE))
     with pytest.raises(TypeError, match="dx_config must be a KernelConfig"):
         Linear(4, 2).dx_config = {"block_m": 16}
-    layer = Linear(8, 4, activation="gelu")
+    layer = Linear(8, 4, activation="gelu", device=DEVICE)
     state = dict(layer.__dict__)
     del state["_configs_json"]
     state["activation"] = "GELU"  # set by hand under an older autokernel, stored as given
@@ -193,9 +193,58 @@ def test_compiled_linear_edges_match_eager():
     old.__setstate__(pickle.loads(pickle.dumps(state)))
     assert old.activation == "gelu"
     torch._dynamo.reset()
-    x = torch.randn(3, 8)
+    x = torch.randn(3, 8, device=DEVICE)
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(old, backend="aot_eager")(x), layer(x))
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "gelu", "gelu_tanh", "silu", None])
+def test_inputs_the_kernels_do_not_take_run_torch_with_one_warning(activation):
+    """float64, and tensors on another device than the kernels' (meta here; the CPU on a GPU
+    machine): torch's linear and activation, gradients included, eagerly and compiled, and
+    one warning per device and dtype (none under torch.compile)."""
+    import warnings
+
+    from autokernel import nn as aknn
+    from autokernel.api import torch_activation
+
+    aknn._WARNED.clear()
+    layer = Linear(8, 5, activation=activation, slope=0.2, device=DEVICE, dtype=torch.float64)
+    ref = torch.nn.Linear(8, 5, device=DEVICE, dtype=torch.float64)
+    ref.load_state_dict(layer.state_dict())
+    x = torch.randn(2, 3, 8, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y, y2 = layer(x), layer(x)
+    assert [str(w.message) for w in caught] == [
+        f"autokernel.nn.Linear: float64 inputs on {DEVICE.type} run torch's linear; the kernels take float16, "
+        f"bfloat16 and float32 on {DEVICE.type}"]
+    y_ref = torch_activation(ref(x_ref), layer.activation, 0.2)
+    assert y.dtype == torch.float64 and y.shape == (2, 3, 5)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=0)
+    y.sum().backward()
+    y_ref.sum().backward()
+    for ours, theirs in ((x.grad, x_ref.grad), (layer.weight.grad, ref.weight.grad), (layer.bias.grad, ref.bias.grad)):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)(x.detach())
+    torch.testing.assert_close(compiled, y.detach(), rtol=0, atol=0)
+
+    other = "meta" if DEVICE.type != "meta" else "cpu"
+    meta = Linear(8, 5, activation=activation, device=other)
+    with pytest.warns(UserWarning, match=f"float32 inputs on {other} run torch's linear"):
+        out = meta(torch.randn(4, 8, device=other))
+    assert out.device.type == other and out.shape == (4, 5)
+    if DEVICE.type == "cuda":  # a model moved to the CPU on a GPU machine
+        cpu = Linear(8, 5, activation=activation, slope=0.2).float()
+        x = torch.randn(3, 8)
+        with pytest.warns(UserWarning, match="float32 inputs on cpu"):
+            torch.testing.assert_close(cpu(x), torch_activation(torch.nn.functional.linear(x, cpu.weight, cpu.bias),
+                                                                 cpu.activation, 0.2))
 
 
 def test_linear_sites_is_what_swap_linear_does():
