@@ -8,7 +8,9 @@ split epilogue. (Stream-K was a candidate of the first H100 sweeps: best on 1 sh
 every candidate that applies on a spread of shapes, and the selector's model
 (``autokernel.select``) is fitted from those timings: its per-candidate constants are
 what the GPU measured for that candidate, so a new candidate enters the set here and in
-a new sweep, never in the model alone.
+a new sweep, never in the model alone. The exception: the TMA tiles with a stream-K tail,
+scored with their data-parallel twin's constants and a model of the tail
+(``select.streamk_waves``, ``select.streamk_fixup_us``; docs/kernel-notes.md).
 """
 
 from __future__ import annotations
@@ -56,5 +58,9 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),
     _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2),
     _c(256, 128, 64, 8, 8, 3, "tma"),
+    # a partial last wave after whole ones: its tiles' K steps spread over the SMs
+    _c(64, 256, 64, 8, 4, 4, "tma", flatten=True, stream_k=True),
+    _c(128, 128, 64, 8, 8, 4, "tma", flatten=True, stream_k=True),
+    _c(128, 256, 64, 8, 8, 3, "tma", flatten=True, stream_k=True),
 )
 """The candidate configs for float16 and bfloat16 problems."""

@@ -155,8 +155,9 @@ KNOBS: tuple[Knob, ...] = (
          "flight during this tile's epilogue", choices=(False, True), tag="fl"),
     Knob("stream_k", False, ("streamk",),
          "the data-parallel + stream-K hybrid for tail waves: a persistent grid of one program per SM runs the "
-         "full waves of tiles whole and splits the last, partial wave's tiles along K over all SMs; pointer "
-         "loads whatever the variant", choices=(False, True), tag="sk"),
+         "full waves of tiles whole and splits the last, partial wave's tiles along K over the SMs; with variant "
+         "tma on the TMA kernel (its partials summed by a second kernel), else on pointer loads",
+         choices=(False, True), tag="sk"),
 )
 """The knobs, in KernelConfig's field order (the order of the tuner's PARAMS)."""
 KNOB: dict[str, Knob] = {k.name: k for k in KNOBS}
@@ -174,10 +175,11 @@ TMA_OPTIONS = options_of("tma")
 
 
 def kernel_of(v: Values) -> str:
-    """The kernel ``v`` selects: stream-K, split-K, the grouped kernel for variant
-    grouped, else the TMA kernel (where that cannot run, the grouped kernel runs instead:
+    """The kernel ``v`` selects: stream-K (pointer loads) but with variant tma, split-K, the
+    grouped kernel for variant grouped, else the TMA kernel, with a stream-K tail where
+    ``stream_k`` (where that cannot run, the grouped or stream-K kernel runs instead:
     kernels/fit.py's kernel_for knows the call)."""
-    if v["stream_k"]:
+    if v["stream_k"] and v["variant"] != "tma":
         return "streamk"
     if v["split_k"] > 1:
         return "splitk"
@@ -241,11 +243,11 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("tma_options_need_tma", SPACE, (*TMA_OPTIONS, "variant", "split_k", "stream_k"),
-         lambda v: tma_options(v) and (v["variant"] != "tma" or v["split_k"] > 1 or v["stream_k"]),
+    Rule("tma_options_need_tma", SPACE, (*TMA_OPTIONS, "variant", "split_k"),
+         lambda v: tma_options(v) and (v["variant"] != "tma" or v["split_k"] > 1),
          lambda v: (f"{_set(TMA_OPTIONS)} are options of the TMA kernel: pair them with "
-                    "variant tma, split_k 1 and no stream_k"),
-         f"{_off_default(TMA_OPTIONS)} only with variant \"tma\", split_k 1 and stream_k false "
+                    "variant tma and split_k 1"),
+         f"{_off_default(TMA_OPTIONS)} only with variant \"tma\" and split_k 1 "
          "(options of the TMA kernel)", when=TMA_OPTIONS),
     Rule("tma_options_not_on_pointers", CONFIG, (*TMA_OPTIONS, "variant", "split_k", "stream_k"),
          lambda v: tma_options(v) and kernel_of(v) != "tma",
@@ -297,10 +299,15 @@ RULES: tuple[Rule, ...] = (
          lambda v: (f"split_k={v['split_k']} runs the grouped kernel: pair it with variant grouped, "
                     f"not {v['variant']}"),
          "split_k > 1 only with variant \"grouped\" (split-K runs on pointer loads)", when=("split_k",)),
-    Rule("stream_k_on_grouped", SPACE, ("stream_k", "variant"),
-         lambda v: v["stream_k"] and v["variant"] != "grouped",
-         lambda v: f"stream_k runs the pointer-load kernel: pair it with variant grouped, not {v['variant']}",
-         "stream_k only with variant \"grouped\" (stream-K runs on pointer loads)", when=("stream_k",)),
+    Rule("stream_k_on_grouped_or_tma", SPACE, ("stream_k", "variant"),
+         lambda v: v["stream_k"] and v["variant"] == "auto",
+         lambda v: "stream_k runs the pointer-load or the TMA kernel: pair it with variant grouped or tma, not auto",
+         "stream_k only with variant \"grouped\" or \"tma\" (auto runs the pointer-load kernel's)",
+         when=("stream_k",)),
+    Rule("stream_k_not_warp_specialized", CONFIG, ("stream_k", "warp_specialize"),
+         lambda v: v["stream_k"] and v["warp_specialize"],
+         lambda v: "stream_k has no warp-specialized kernel: pick one of stream_k and warp_specialize",
+         "stream_k not with warp_specialize (no such kernel)", when=("warp_specialize",)),
 )
 """The rules, in the order they are checked (the first broken one is the reason given)."""
 CONFIG_RULES = tuple(r for r in RULES if r.level == CONFIG)

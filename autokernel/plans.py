@@ -331,12 +331,11 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
     allow descriptors, else the grouped pointer kernel. The interpreter runs the TMA
     kernel only for an explicit "tma", so tests can exercise it. A config with split_k > 1
     takes the split-K kernels (pointer loads) whatever its variant: the TMA kernel has no
-    split-K, and the config asked for it. Likewise stream_k takes the stream-K kernel."""
-    if config.stream_k:
-        return streamk.plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
+    split-K, and the config asked for it. stream_k takes the TMA kernel's stream-K tail with
+    variant "tma" where the TMA kernel runs, else the stream-K kernel (pointer loads)."""
     if config.split_k > 1:
         return splitk.plan_matmul_splitk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
-    if config.variant == "grouped":
+    if config.variant == "grouped" or (config.stream_k and config.variant != "tma"):
         use_tma = False
     elif runtime.INTERPRETER:
         use_tma = config.variant == "tma"
@@ -346,6 +345,8 @@ def _plan_kernel(a, b, out, bias, act: str, slope: float, config: KernelConfig, 
         operands = matmul_tma.tma_operands(a, b, out)
         if operands is not None:
             return matmul_tma.plan_matmul_tma(a, b, out, bias, act, slope, config, operands, runtime.INTERPRETER, z=z)
+    if config.stream_k:
+        return streamk.plan_matmul_streamk(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
     return grouped.plan_matmul(a, b, out, bias, act, slope, config, runtime.INTERPRETER, z=z)
 
 

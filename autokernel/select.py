@@ -11,6 +11,10 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
              + d_c                                         launch, split-K's second pass, tails
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
+The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
+data-parallel twin's constants, its waves the whole ones plus the tail's share
+(``streamk_waves``), plus the fix-up's time (``streamk_fixup_us``).
+
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
 fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
 bandwidth), d_c (µs) and r_c (B row-major against B transposed) are per-candidate
@@ -33,7 +37,7 @@ import torch
 from autokernel import knobs
 from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
-from autokernel.kernels.matmul_tma import tma_operands
+from autokernel.kernels.matmul_tma import sk_programs, tma_operands
 from autokernel.records import torch_dtype
 
 
@@ -107,13 +111,44 @@ operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
+TAIL_BANDWIDTH = 4.3e12
+"""Bytes per second at which a stream-K tail reads its tiles' operands: each piece of a
+tail tile reads its own K range, with less L2 reuse than a data-parallel wave. The median
+over 14 H100 problems of (tail tiles x (BM + BN) x K x 2 bytes) / (stream-K time minus the
+whole waves' share of the data-parallel time); 3.2-7.5 TB/s (docs/kernel-notes.md)."""
+FIXUP_US = 3.0
+"""µs of the stream-K fix-up's launch, beyond the partials it moves."""
+
+
+def streamk_waves(units: int, programs: int, a: float, k_us: float, bm: int, bn: int, k: int,
+                  itemsize: int) -> float:
+    """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
+    wave: a tile's fixed ``a`` plus its K loop's ``k_us``): the whole waves, then the tail
+    as a fraction of a wave: each program's share of the tail tiles' K loops (over
+    ``sk_programs`` programs) with the fixed part of both pieces it may hold, or the tail's
+    operand reads at TAIL_BANDWIDTH, whichever is longer."""
+    full, tail = divmod(units, programs)
+    if a + k_us <= 0:  # constants that give a tile no time (made-up ones): the tail's share of a wave
+        return full + tail / sk_programs(units, programs)
+    reads_us = tail * (bm + bn) * k * itemsize / TAIL_BANDWIDTH * 1e6
+    share_us = tail / sk_programs(units, programs) * k_us + 2 * a
+    return full + max(share_us, reads_us) / (a + k_us)
+
+
+def streamk_fixup_us(units: int, programs: int, bm: int, bn: int) -> float:
+    """µs the stream-K fix-up adds: its launch, and the float32 partials written and read
+    at COPY_BANDWIDTH."""
+    partials = sk_programs(units, programs) + units % programs
+    return FIXUP_US + 2 * partials * bm * bn * 4 / COPY_BANDWIDTH * 1e6
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
     """Which kernel a config runs: "splitk", "streamk", "tma" or "grouped" (``tma``: whether
     the TMA kernel can take these operands on this GPU, for "auto" and "tma")."""
     kernel = knobs.kernel_of(vars(config))
-    return "grouped" if kernel == "tma" and not tma else kernel
+    if kernel == "tma" and not tma:
+        return "streamk" if config.stream_k else "grouped"
+    return kernel
 
 
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
@@ -370,7 +405,8 @@ class Model:
             other = item[0]
             return (other.split_k != config.split_k, abs(math.log2(other.block_k / config.block_k)),
                     other.num_warps != config.num_warps, abs(other.num_stages - config.num_stages),
-                    other.tma_options() != config.tma_options(), other.group_m != config.group_m)
+                    other.tma_options() != config.tma_options(), other.group_m != config.group_m,
+                    other.variant != config.variant)
 
         other, c = min(same, key=distance)
         return c, other
@@ -382,7 +418,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+                 "needs_tma", "stream_k", "sk_tail", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -390,6 +426,7 @@ class _Prepared:
         self.constants, self.scored_as = constants, scored_as
         self.bm, self.bn, self.bk, self.split = config.block_m, config.block_n, config.block_k, config.split_k
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
+        self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
@@ -551,9 +588,13 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         split, bk = p.split, p.bk
         units = -(-m // p.bm) * -(-n // p.bn) * split
         k_per = float(-(-(-(-k1 // split)) // bk) * bk)
-        waves = units / programs if p.stream_k else float(-(-units // programs))
+        tile_us = p.a + p.b * k_per
+        if p.sk_tail:
+            waves = streamk_waves(units, programs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize)
+        else:
+            waves = units / programs if p.stream_k else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
-        compute = waves * (p.a + p.b * k_per)
+        compute = waves * tile_us
         memory = nbytes / p.bandwidth * 1e6
         total = compute ** SMOOTH_P + memory ** SMOOTH_P
         if p.l2_bandwidth is not None:
@@ -562,6 +603,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         us = total ** _INV_P + p.d
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
+        if p.sk_tail:
+            us += streamk_fixup_us(units, programs, p.bm, p.bn)
         scores.append((us, p, source))
     scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)

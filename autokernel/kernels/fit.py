@@ -75,7 +75,9 @@ def kernel_for(config: "KernelConfig", dtype: torch.dtype = torch.float16, tma: 
     ``tma``: whether the TMA kernel can take this call's operands here (a Hopper GPU,
     descriptor-friendly layouts); True where that is not known, the larger need."""
     kernel = knobs.kernel_of(vars(config))
-    return "grouped" if kernel == "tma" and (not tma or dtype not in TMA_DTYPES) else kernel
+    if kernel == "tma" and (not tma or dtype not in TMA_DTYPES):
+        return "streamk" if config.stream_k else "grouped"
+    return kernel
 
 
 def shared_memory_need(config: "KernelConfig", dtype: torch.dtype = torch.float16, *, tma: bool = True,

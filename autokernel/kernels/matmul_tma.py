@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from autokernel.kernels.epilogue import apply_activation
+from autokernel.kernels.epilogue import apply_activation, store_epilogue
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
-from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs, stream_buffer
 from autokernel.kernels.matmul import grouped_tile
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
@@ -78,11 +78,11 @@ def _tile_epilogue(
 
 @triton.jit
 def _k_loop(
-    a_desc, b_desc, acc, off_m, off_n, k_tiles,
+    a_desc, b_desc, acc, off_m, off_n, k_first, k_last,
     A_TRANS: tl.constexpr, B_TRANS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
-    """acc + the tile at (off_m, off_n) of A @ B, over k_tiles steps of BLOCK_K."""
-    for ki in range(k_tiles):
+    """acc + the tile at (off_m, off_n) of A @ B, over the BLOCK_K steps k_first..k_last - 1."""
+    for ki in range(k_first, k_last):
         off_k = ki * BLOCK_K
         if A_TRANS:
             a = a_desc.load([off_k, off_m]).T
@@ -159,9 +159,130 @@ def _matmul_tma_kernel(
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
+        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
         _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+
+
+SK_SPLIT = 8
+"""The most pieces a stream-K tile's K loop is cut into: the tail runs on at most
+SK_SPLIT programs per tile, so that the fix-up sums a few partials per tile (one tile
+spread over every SM left the fix-up's one program summing 66 of them; H100)."""
+
+
+def sk_programs(tiles: int, programs: int) -> int:
+    """The programs that share the stream-K tail of ``tiles`` output tiles on a grid of
+    ``programs``: the tail is tiles % programs tiles; 0 when there is none."""
+    tail = tiles % programs
+    return min(programs, tail * SK_SPLIT)
+
+
+@triton.jit
+def _matmul_tma_streamk_kernel(
+    a_desc, b_desc, c_desc, bias_ptr, z_ptr, ws_ptr,
+    M, N, K,
+    stride_zm, stride_zn, stride_bias,
+    slope, dp_tiles, sk_progs,
+    HAS_BIAS: tl.constexpr,
+    STORE_Z: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    A_TRANS: tl.constexpr,
+    B_TRANS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_PROGRAMS: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr,
+    FLATTEN: tl.constexpr,
+):
+    """The persistent TMA kernel with a stream-K tail: the first ``dp_tiles`` tiles (whole
+    waves) as ``_matmul_tma_kernel`` runs them, then the K steps of the other tiles (the
+    tail, fewer than NUM_PROGRAMS) cut evenly over the first ``sk_progs`` programs. A
+    program's share spans at most two tiles: a piece that is a whole tile is stored with
+    the epilogue; any other piece goes to ``ws_ptr`` as a float32 partial, slot
+    2 * program + piece, for ``_streamk_fixup_kernel`` to sum."""
+    pid = tl.program_id(0)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
+        _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                       slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+    sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
+    total = sk_tiles * k_tiles
+    # Programs from sk_progs on get an empty share (no branch around the loops below,
+    # which the compiler then pipelines as the loop above).
+    start = (tl.minimum(pid, sk_progs) * total) // sk_progs
+    end = (tl.minimum(pid + 1, sk_progs) * total) // sk_progs
+    first = start // k_tiles
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    for piece in tl.static_range(2):
+        t = first + piece
+        k_first = tl.maximum(start - t * k_tiles, 0)
+        k_last = tl.maximum(tl.minimum(end - t * k_tiles, k_tiles), k_first)
+        pid_m, pid_n = grouped_tile(dp_tiles + tl.minimum(t, sk_tiles - 1), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
+        if k_last > k_first:
+            if k_first == 0 and k_last == k_tiles:
+                _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn,
+                               stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N,
+                               EPILOGUE_SUBTILE)
+            else:
+                slot = (pid * 2 + piece).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
+
+
+@triton.jit
+def _streamk_fixup_kernel(
+    ws_ptr, c_ptr, bias_ptr, z_ptr,
+    M, N, K,
+    stride_cm, stride_zm, stride_zn, stride_bias,
+    slope, dp_tiles, sk_progs,
+    HAS_BIAS: tl.constexpr,
+    STORE_Z: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """One program per tail tile of ``_matmul_tma_streamk_kernel``: the partials of the
+    programs that shared its K loop, summed in program order (the same sum every launch),
+    then the epilogue. A tile one program ran whole was stored there already."""
+    t = tl.program_id(0)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    total = (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles) * k_tiles
+    x0 = t * k_tiles
+    x1 = x0 + k_tiles
+    p = (x0 * sk_progs) // total  # its share starts at or before x0; a later one may too
+    while ((p + 1) * total) // sk_progs <= x0:
+        p += 1
+    s = (p * total) // sk_progs
+    e = ((p + 1) * total) // sk_progs
+    if s > x0 or e < x1:
+        offs_m = tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        while s < x1:
+            e = ((p + 1) * total) // sk_progs
+            if e > s:  # a program with an empty share wrote nothing
+                slot = (p * 2 + t - s // k_tiles).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                acc += tl.load(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :])
+            p += 1
+            s = e
+        pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        store_epilogue(acc, pid_m * BLOCK_M + offs_m, pid_n * BLOCK_N + offs_n, M, N, c_ptr, stride_cm, 1,
+                       bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION,
+                       True)
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -242,18 +363,39 @@ class TmaLaunch:
             return tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
         return self._entry(a, b, c)[0]
 
-    def __call__(self, a, b, c, bias, z) -> None:
+    def __call__(self, a, b, c, *tensors) -> None:
+        """Launch on these operands; ``tensors``: the kernel's pointer parameters after the
+        descriptors (bias or c, z or c; and the stream-K workspace)."""
         kernel = self.kernel
         if self.interpret:
-            kernel(*self.descriptors(a, b, c), bias, z)
+            kernel(*self.descriptors(a, b, c), *tensors)
             return
         entry = self._entry(a, b, c)
         if kernel.expand is not None:  # set once, at the launch's first replay
             if entry[1] is None:
                 entry[1] = kernel.expand_descriptors(entry[0])
-            if kernel.call_expanded(entry[1], bias, z):
+            if kernel.call_expanded(entry[1], *tensors):
                 return
-        kernel(*entry[0], bias, z)
+        kernel(*entry[0], *tensors)
+
+
+class TmaStreamKLaunch(TmaLaunch):
+    """The TMA kernel with a stream-K tail, then the fix-up of the tail's split tiles,
+    called as ``launch(a, b, c, bias or c, z or c)``. The float32 partials go to a
+    ``stream_buffer`` of the current stream: launches on one stream run in order, so the
+    next launch's partials overwrite them only after this launch's fix-up has read them."""
+
+    __slots__ = ("fixup", "ws_numel")
+
+    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool, fixup: KernelLaunch, ws_numel: int):
+        super().__init__(kernel, specs, interpret)
+        self.fixup, self.ws_numel = fixup, ws_numel
+
+    def __call__(self, a, b, c, bias, z) -> None:
+        stream = torch._C._cuda_getCurrentRawStream(c.device.index) if c.is_cuda else 0
+        ws = stream_buffer("tma_streamk", self.ws_numel, c.device, stream, torch.float32)
+        super().__call__(a, b, c, bias, z, ws)
+        self.fixup(ws, c, bias, z)
 
 
 def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool,
@@ -272,6 +414,8 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     N = b.shape[1]
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     programs = programs or persistent_programs(c.device)
+    if config.stream_k:
+        return _plan_streamk(a, b, c, bias, activation, slope, config, operands, interpret, z, programs)
     zz = z if z is not None else c
     kernel = KernelLaunch(
         _matmul_tma_kernel,
@@ -300,12 +444,57 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     )
     if config.warp_specialize:
         return kernel
-    specs = (
+    return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret)
+
+
+def _specs(a_view, a_trans, b_view, b_trans, c, config) -> tuple:
+    """(shape, strides, block) of A's, B's and C's descriptors."""
+    bm, bn, bk = config.block_m, config.block_n, config.block_k
+    return (
         (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
         (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
-        ([M, N], [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
+        (list(c.shape), [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
     )
-    return TmaLaunch(kernel, specs, interpret)
+
+
+def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool, z,
+                  programs: int) -> TmaLaunch:
+    """``plan_matmul_tma`` for a config with ``stream_k``: whole waves data-parallel, the
+    tail's K steps spread (``_matmul_tma_streamk_kernel``), then the fix-up; where the
+    tiles fill whole waves there is no tail, and the plain kernel runs."""
+    (a_view, a_trans), (b_view, b_trans) = operands
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn = config.block_m, config.block_n
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    sk_progs = sk_programs(tiles, programs)
+    if sk_progs == 0 or triton.cdiv(K, config.block_k) < 2:
+        return plan_matmul_tma(a, b, c, bias, activation, slope, config.model_copy(update={"stream_k": False}),
+                               operands, interpret, z, programs)
+    dp_tiles = tiles - tiles % programs
+    zz = z if z is not None else c
+    common = dict(HAS_BIAS=bias is not None, STORE_Z=z is not None, ACTIVATION=activation)
+    bias_stride = bias.stride(0) if bias is not None else 0
+    kernel = KernelLaunch(
+        _matmul_tma_streamk_kernel,
+        (programs,),
+        (M, N, K, zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
+        dict(**common, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=interpret and a.dtype == torch.bfloat16,
+             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m, NUM_PROGRAMS=programs,
+             EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten),
+        dict(num_warps=config.num_warps, num_stages=config.num_stages),
+        c.device, interpret,
+    )
+    fixup = KernelLaunch(
+        _streamk_fixup_kernel,
+        (tiles - dp_tiles,),
+        (M, N, K, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
+        dict(**common, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m),
+        dict(num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=1),
+        c.device, interpret,
+    )
+    return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret, fixup,
+                            sk_progs * 2 * bm * bn)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -131,6 +131,36 @@ def streamk_variants():
         yield f"streamk {dtype} {act} even_k={even_k}", _streamk_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
 
 
+def tma_streamk_variants():
+    """The TMA kernel with a stream-K tail and its fix-up (kernels/matmul_tma.py)."""
+    from autokernel.kernels.matmul_tma import _matmul_tma_streamk_kernel, _streamk_fixup_kernel
+
+    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages) in [
+            ("float16", "none", False, True, 1, False, (128, 256, 8, 3)),
+            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4)),
+            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4))]:
+        t = _TYPES[dtype]
+        sig = {"a_desc": f"tensordesc<{t}{[64, bm] if a_trans else [bm, 64]}>",
+               "b_desc": f"tensordesc<{t}{[bn, 64] if b_trans else [64, bn]}>",
+               "c_desc": f"tensordesc<{t}{[bm, bn // subtile]}>", "bias_ptr": "*" + t, "z_ptr": "*" + t,
+               "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_zm": "i32", "stride_zn": "i32",
+               "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32", "sk_progs": "i32"}
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans,
+                      UPCAST=False, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, NUM_PROGRAMS=132,
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
+        sig.update({name: "constexpr" for name in consts})
+        yield (f"matmul_tma_streamk {dtype} {act} a_trans={a_trans} b_trans={b_trans} subtile={subtile} "
+               f"flatten={flatten} {bm}x{bn}", _matmul_tma_streamk_kernel, sig, consts,
+               {"num_warps": warps, "num_stages": stages})
+        sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
+        sig.update({name: "i32" for name in ("M", "N", "K", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
+        sig.update(slope="fp32", dp_tiles="i32", sk_progs="i32")
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64,
+                      GROUP_M=8)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 8}
+
+
 def backward_variants():
     """The elementwise kernels of the linear layer's forward and backward."""
     from autokernel.kernels.backward import _activation_grad_kernel
@@ -150,6 +180,7 @@ def variants():
     yield from matmul_tma_variants()
     yield from splitk_variants()
     yield from streamk_variants()
+    yield from tma_streamk_variants()
     yield from backward_variants()
 
 

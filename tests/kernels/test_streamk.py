@@ -179,7 +179,9 @@ def test_search_space_prunes_stream_k():
     assert tail.why_invalid(tile) is None
     assert "no tail" in space(1536, 1408, 1024).why_invalid(tile)  # 132 tiles
     assert "nearly full" in space(2048, 2816, 1024, programs=90).why_invalid(tile)  # 352 % 90 = 82 of 90
-    assert "grouped" in tail.why_invalid(tile.model_copy(update={"variant": "tma"}))
+    from autokernel import knobs
+    assert "grouped or tma" in knobs.why_broken(vars(tile.model_copy(update={"variant": "auto"})))
+    assert tail.why_invalid(tile.model_copy(update={"variant": "tma"})) is None  # the TMA kernel's tail
     assert "SM count" in space(2048, 2816, 1024, programs=None).why_invalid(tile)
     assert "one block_k" in space(2048, 2816, 64).why_invalid(tile)
     configs = list(tail)

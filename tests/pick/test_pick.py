@@ -55,6 +55,12 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         found = model.constants_for(c, tma)
         f = select.features(c, m, n, k, dtype, tma, model.programs)
         us = found[0].predict_us(*f, b_rows=b_rows) if found else None
+        if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
+            units = -(-m // c.block_m) * -(-n // c.block_n)
+            waves = select.streamk_waves(units, model.programs, found[0].a, found[0].b * f[1], c.block_m,
+                                         c.block_n, max(k, 1), dtype.itemsize)
+            us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(
+                units, model.programs, c.block_m, c.block_n)
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]

@@ -57,7 +57,8 @@ def test_every_rule_prunes_the_space_and_the_llm_may_omit_the_options_of_one_ker
             "tile_vs_warps": {"block_m": 16, "block_n": 16}, "ws_warps": {"num_warps": 8},
             "ws_subtile": {"epilogue_subtile": 2}, "ws_flatten": {"flatten": True}, "ws_rows": {"block_m": 32},
             "ws_64x256": {"block_m": 64, "block_n": 256}, "split_k_on_grouped": {"warp_specialize": False, "split_k": 2},
-            "stream_k_on_grouped": {"warp_specialize": False, "stream_k": True},
+            "stream_k_on_grouped_or_tma": {"warp_specialize": False, "stream_k": True, "variant": "auto"},
+            "stream_k_not_warp_specialized": {"stream_k": True},
         }[rule.name]
         config = ws.model_copy(update=broken)
         assert rule.broken(vars(config)), rule.name

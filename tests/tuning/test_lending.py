@@ -39,7 +39,7 @@ class Slow(ReplayEvaluator):
     """A replayed device on which each config of LONG takes ``delay`` seconds; it notes
     which problems it evaluated (``ran``: problem, config key) and re-timed."""
 
-    def __init__(self, path, device: Device, log: list, delay: float = 0.1) -> None:
+    def __init__(self, path, device: Device, log: list, delay: float = 0.25) -> None:
         super().__init__(path)
         self.device, self.where, self.log, self.delay = device.name, str(device), log, delay
         self.aborted = False

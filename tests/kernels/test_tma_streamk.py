@@ -1,0 +1,123 @@
+"""The TMA kernel's stream-K tail (kernels/matmul_tma.py: whole waves data-parallel, the
+tail's K steps shared, a fix-up summing the partials) against a float64 torch reference,
+under the interpreter, where ``programs`` stands in for the GPU's SM count."""
+
+import zlib
+
+import pytest
+import torch
+
+import autokernel as ak
+from autokernel import plans
+from autokernel.config import KernelConfig
+from autokernel.evaluate import reference_activation
+from autokernel.kernels import matmul_tma
+from autokernel.kernels.matmul_tma import SK_SPLIT, TmaLaunch, TmaStreamKLaunch, sk_programs
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
+                                reason="places the tail with a programs count: the interpreter's launch")
+
+
+def cfg(bm=16, bn=16, bk=16, **extra) -> KernelConfig:
+    return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=2, num_warps=1, num_stages=1, variant="tma",
+                        stream_k=True, **extra)
+
+
+def operands(m, n, k, layout, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    bias = torch.randn(n, generator=g)
+    return (a / k ** 0.5).to(dtype), b.to(dtype), bias.to(dtype)
+
+
+def run(a, b, bias, act, config, programs, z=None, slope=0.2):
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype)
+    operands = matmul_tma.tma_operands(a, b, c)
+    assert operands is not None
+    launch = matmul_tma.plan_matmul_tma(a, b, c, bias, act, slope, config, operands, True, z=z, programs=programs)
+    launch(a, b, c, bias if bias is not None else c, z if z is not None else c)
+    return c, launch
+
+
+# (m, n, k, programs) with 16x16 tiles and 16-wide K steps:
+CASES = {
+    "a full wave and a tail of 2": (48, 64, 160, 5),  # 12 tiles: 10 whole, 2 split over 5 programs' shares
+    "all tail": (32, 32, 256, 5),  # 4 tiles on 5 programs: 16 K steps each, shares of 12 or 13
+    "one tail tile, empty shares": (48, 16, 32, 2),  # 3 tiles: 2 whole, 1 of 2 K steps over 2 programs
+    "K not a multiple of block_k": (40, 48, 120, 4),  # 9 tiles, 1 in the tail; K's last step 8 wide
+    "M and N not multiples of the tile": (40, 56, 200, 4),  # 12 tiles: 3 waves, no tail: the plain kernel
+    "tail over 7 programs": (64, 64, 64, 11),  # 16 tiles: 11 whole, 5 over 11 programs
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("layout", ["nn", "tt", "nt"])
+def test_tails_odd_shapes_transposed_views_every_epilogue(case, layout):
+    m, n, k, programs = CASES[case]
+    seed = zlib.crc32(f"{case}{layout}".encode())
+    a, b, bias = operands(m, n, k, layout, torch.float16, seed)
+    acts = ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
+    act = acts[seed % len(acts)]
+    z = torch.full((m, n), float("nan"), dtype=torch.float16)
+    c, launch = run(a, b, bias, act, cfg(), programs, z=z)
+    tiles = -(-m // 16) * -(-n // 16)
+    assert isinstance(launch, TmaStreamKLaunch if tiles % programs else TmaLaunch)
+    z_ref = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(z.double(), z_ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(c.double(), reference_activation(z_ref, act, 0.2), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("extra", [dict(epilogue_subtile=2), dict(flatten=True), dict(bm=32, bn=32, bk=32)])
+def test_tma_options_and_bf16(extra):
+    m, n, k = 72, 96, 224
+    a, b, bias = operands(m, n, k, "nt", torch.bfloat16, 7)
+    shape = {key: extra.pop(key) for key in ("bm", "bn", "bk") if key in extra}
+    c, launch = run(a, b, None, "silu", cfg(**shape, **extra), programs=7)
+    assert isinstance(launch, TmaStreamKLaunch)
+    ref = reference_activation(a.double() @ b.double(), "silu")
+    torch.testing.assert_close(c.double(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_the_sum_is_the_same_every_launch():
+    a, b, bias = operands(48, 64, 160, "nn", torch.float16, 3)
+    first, _ = run(a, b, bias, "gelu", cfg(), 5)
+    again, _ = run(a, b, bias, "gelu", cfg(), 5)
+    assert torch.equal(first, again)
+
+
+def test_shares_cover_each_tail_tile_once_and_at_most_two_tiles_each():
+    """The split the kernels compute, in Python: every K step of the tail in exactly one
+    program's share, no share over more than two tiles, at most SK_SPLIT programs per tail tile."""
+    for tiles in range(1, 300, 7):
+        for programs in (3, 5, 132):
+            for k_tiles in (2, 3, 16, 444):
+                progs = sk_programs(tiles, programs)
+                tail = tiles % programs
+                assert progs == min(programs, tail * SK_SPLIT)
+                if not progs:
+                    continue
+                total = tail * k_tiles
+                bounds = [(p * total) // progs for p in range(progs + 1)]
+                assert bounds[0] == 0 and bounds[-1] == total and bounds == sorted(bounds)
+                for p in range(progs):
+                    if bounds[p + 1] > bounds[p]:
+                        assert (bounds[p + 1] - 1) // k_tiles - bounds[p] // k_tiles <= 1
+
+
+def test_matmul_takes_the_tail_where_the_config_asks_and_the_pointer_kernel_elsewhere(monkeypatch):
+    a, b, bias = operands(40, 48, 120, "nn", torch.float16, 11)
+    out = ak.matmul(a, b, bias, "relu", config=cfg())
+    torch.testing.assert_close(out.double(), torch.relu(a.double() @ b.double() + bias.double()), rtol=1e-2,
+                               atol=1e-2)
+    a32, b32 = a.float(), b.float()  # no TMA for float32: the pointer stream-K kernel
+    c = torch.empty(40, 48)
+    assert type(plans._plan_kernel(a32, b32, c, None, "none", 0.01, cfg(), None)).__name__ == "StreamKLaunch"
+
+
+def test_config_rules():
+    with pytest.raises(ValueError, match="stream_k has no warp-specialized kernel"):
+        KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=4, num_stages=3, variant="tma",
+                     stream_k=True, warp_specialize=True)
+    assert cfg(flatten=True).short().endswith("tma fl sk")
+    assert cfg(epilogue_subtile=2).epilogue_subtile == 2
