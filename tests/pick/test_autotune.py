@@ -263,7 +263,7 @@ def _bad_files(head: dict, good: str) -> dict[str, bytes]:
         "not JSON": b"\xff\xfe\x00 not json",
         "a list": b"[]",
         "another schema": json.dumps({**head, "schema": 99, "entries": {}}).encode(),
-        "another GPU": good.replace(json.dumps(head["device"]), '"NVIDIA H100 80GB HBM3"').encode(),
+        "another GPU": good.replace(json.dumps(head["device"]), '"Another GPU 9000"').encode(),
         "another torch": good.replace(json.dumps(head["torch"]), '"1.0"').encode(),
         "a bad entry": good.replace('"block_m": 16', '"block_m": 17').encode(),
     }
