@@ -12,7 +12,7 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
 The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
-data-parallel twin's constants, its waves the whole ones plus the tail's share
+data-parallel twin's constants, its waves the whole ones plus one chunk of a tail tile
 (``streamk_waves``), plus the fix-up's time (``streamk_fixup_us``).
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
@@ -92,6 +92,8 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         tiles = -(-m // bm) * -(-n // config.block_n)
         if -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
+        if kernel_kind(config, tma) == "tma" and not streamk_applies(m, tiles, programs, k, config.block_k):
+            return (f"a stream-K tail needs M >= {STREAMK_MIN_M} and tiles long enough in K to cut in chunks")
     return None
 
 
@@ -111,35 +113,52 @@ operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
-TAIL_BANDWIDTH = 4.3e12
-"""Bytes per second at which a stream-K tail reads its tiles' operands: each piece of a
-tail tile reads its own K range, with less L2 reuse than a data-parallel wave. The median
-over 14 H100 problems of (tail tiles x (BM + BN) x K x 2 bytes) / (stream-K time minus the
-whole waves' share of the data-parallel time); 3.2-7.5 TB/s (docs/kernel-notes.md)."""
+TAIL_BANDWIDTH = 10.0e12
+"""Bytes per second at which a stream-K tail's chunks read their tiles' operands, a bound
+that rarely binds: the chunks of one K range run at once, so tail tiles that share a row
+or column of the output share those reads in L2. Over 65 H100 (problem, tile) readings of
+the tail any value from 10e12 up fitted alike (RMS log error 0.116), 4e12 worse (0.17:
+docs/kernel-notes.md)."""
 FIXUP_US = 3.0
 """µs of the stream-K fix-up's launch, beyond the partials it moves."""
 
 
-def streamk_waves(units: int, programs: int, a: float, k_us: float, bm: int, bn: int, k: int,
+def streamk_waves(units: int, programs: int, a: float, k_us: float, bm: int, bn: int, k: int, bk: int,
                   itemsize: int) -> float:
     """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
     wave: a tile's fixed ``a`` plus its K loop's ``k_us``): the whole waves, then the tail
-    as a fraction of a wave: each program's share of the tail tiles' K loops (over
-    ``sk_programs`` programs) with the fixed part of both pieces it may hold, or the tail's
-    operand reads at TAIL_BANDWIDTH, whichever is longer."""
+    as a fraction of a wave: one chunk of a tail tile's K loop with its fixed part
+    (``sk_programs`` gives the chunks), or the tail's operand reads at TAIL_BANDWIDTH,
+    whichever is longer."""
     full, tail = divmod(units, programs)
-    if a + k_us <= 0:  # constants that give a tile no time (made-up ones): the tail's share of a wave
-        return full + tail / sk_programs(units, programs)
+    chunks = sk_programs(units, programs, _cdiv(k, bk)) // tail
+    if a + k_us <= 0:  # constants that give a tile no time (made-up ones): the chunk's share of a wave
+        return full + 1 / chunks
     reads_us = tail * (bm + bn) * k * itemsize / TAIL_BANDWIDTH * 1e6
-    share_us = tail / sk_programs(units, programs) * k_us + 2 * a
-    return full + max(share_us, reads_us) / (a + k_us)
+    return full + max(k_us / chunks + a, reads_us) / (a + k_us)
 
 
-def streamk_fixup_us(units: int, programs: int, bm: int, bn: int) -> float:
-    """µs the stream-K fix-up adds: its launch, and the float32 partials written and read
-    at COPY_BANDWIDTH."""
-    partials = sk_programs(units, programs) + units % programs
-    return FIXUP_US + 2 * partials * bm * bn * 4 / COPY_BANDWIDTH * 1e6
+def streamk_fixup_us(units: int, programs: int, bm: int, bn: int, k: int, bk: int) -> float:
+    """µs the stream-K fix-up adds: its launch, and the float32 partials (one per chunk)
+    written and read at COPY_BANDWIDTH."""
+    return FIXUP_US + 2 * sk_programs(units, programs, _cdiv(k, bk)) * bm * bn * 4 / COPY_BANDWIDTH * 1e6
+
+
+STREAMK_MIN_M = 257
+"""The fewest rows M for which the selector considers a stream-K tail. At M <= 256 (one or
+two rows of 128-row tiles, the skinny class) the problem is bound by reading B, and on
+the H100 the stream-K pick lost on every such problem measured (six, M of 103-258,
+0.83-0.97x the pick without it), the tail's gain in waves being no gain in time there
+(docs/kernel-notes.md)."""
+
+
+def streamk_applies(m: int, units: int, programs: int, k: int, bk: int) -> bool:
+    """Whether the selector scores the TMA kernel's stream-K tail for these tiles: M of
+    STREAMK_MIN_M or more, a partial wave after whole ones, and its tiles cut in two
+    chunks or more (else the plain kernel runs)."""
+    tail = units % programs
+    return (m >= STREAMK_MIN_M and units > programs and tail > 0
+            and sk_programs(units, programs, _cdiv(k, bk)) >= 2 * tail)
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
@@ -573,6 +592,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             tiles = -(-m // bm) * -(-n // bn)
             if -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
+            if p.sk_tail and not streamk_applies(m, tiles, programs, k, bk):
+                continue
         pool.append((p, "candidate"))
     if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
@@ -590,7 +611,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         k_per = float(-(-(-(-k1 // split)) // bk) * bk)
         tile_us = p.a + p.b * k_per
         if p.sk_tail:
-            waves = streamk_waves(units, programs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize)
+            waves = streamk_waves(units, programs, p.a, p.b * k_per, p.bm, p.bn, k1, bk, itemsize)
         else:
             waves = units / programs if p.stream_k else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
@@ -604,7 +625,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
         if p.sk_tail:
-            us += streamk_fixup_us(units, programs, p.bm, p.bn)
+            us += streamk_fixup_us(units, programs, p.bm, p.bn, k1, bk)
         scores.append((us, p, source))
     scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)

@@ -165,16 +165,24 @@ def _matmul_tma_kernel(
 
 
 SK_SPLIT = 8
-"""The most pieces a stream-K tile's K loop is cut into: the tail runs on at most
-SK_SPLIT programs per tile, so that the fix-up sums a few partials per tile (one tile
-spread over every SM left the fix-up's one program summing 66 of them; H100)."""
+"""The most chunks a stream-K tail tile's K loop is cut into: the fix-up then sums at most
+SK_SPLIT partials per tile (one tail tile spread over every SM left the fix-up's one
+program summing 66 of them; H100)."""
+MIN_CHUNK_STEPS = 8
+"""The fewest BLOCK_K steps in a chunk: shorter ones are mostly the pipeline's fill (a tail
+of 28-step tiles cut in 8 ran slower than no split; docs/kernel-notes.md)."""
 
 
-def sk_programs(tiles: int, programs: int) -> int:
-    """The programs that share the stream-K tail of ``tiles`` output tiles on a grid of
-    ``programs``: the tail is tiles % programs tiles; 0 when there is none."""
+def sk_programs(tiles: int, programs: int, k_tiles: int) -> int:
+    """The programs that share the stream-K tail of ``tiles`` output tiles of ``k_tiles``
+    BLOCK_K steps on a grid of ``programs``: the tail's tiles (tiles % programs) times the
+    chunks each is cut into, at most SK_SPLIT, at least MIN_CHUNK_STEPS steps each, and no
+    more programs than the grid has; 0 when there is no tail. One chunk per tile (the
+    result equals the tail) splits nothing."""
     tail = tiles % programs
-    return min(programs, tail * SK_SPLIT)
+    if not tail:
+        return 0
+    return tail * max(1, min(SK_SPLIT, programs // tail, k_tiles // MIN_CHUNK_STEPS))
 
 
 @triton.jit
@@ -198,11 +206,12 @@ def _matmul_tma_streamk_kernel(
     FLATTEN: tl.constexpr,
 ):
     """The persistent TMA kernel with a stream-K tail: the first ``dp_tiles`` tiles (whole
-    waves) as ``_matmul_tma_kernel`` runs them, then the K steps of the other tiles (the
-    tail, fewer than NUM_PROGRAMS) cut evenly over the first ``sk_progs`` programs. A
-    program's share spans at most two tiles: a piece that is a whole tile is stored with
-    the epilogue; any other piece goes to ``ws_ptr`` as a float32 partial, slot
-    2 * program + piece, for ``_streamk_fixup_kernel`` to sum."""
+    waves) as ``_matmul_tma_kernel`` runs them, then the other tiles (the tail, fewer than
+    NUM_PROGRAMS) each cut along K into chunks = sk_progs / tail equal ranges, one per
+    program among the first ``sk_progs``: program p runs chunk p // tail of tail tile
+    p % tail, so the programs of one chunk read the same K range at once (the tiles that
+    share a row or column of the output share those reads in L2), and stores its float32
+    partial in slot p of ``ws_ptr`` for ``_streamk_fixup_kernel`` to sum."""
     pid = tl.program_id(0)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
@@ -214,31 +223,22 @@ def _matmul_tma_streamk_kernel(
         _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
                        slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
-    total = sk_tiles * k_tiles
-    # Programs from sk_progs on get an empty share (no branch around the loops below,
-    # which the compiler then pipelines as the loop above).
-    start = (tl.minimum(pid, sk_progs) * total) // sk_progs
-    end = (tl.minimum(pid + 1, sk_progs) * total) // sk_progs
-    first = start // k_tiles
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    for piece in tl.static_range(2):
-        t = first + piece
-        k_first = tl.maximum(start - t * k_tiles, 0)
-        k_last = tl.maximum(tl.minimum(end - t * k_tiles, k_tiles), k_first)
-        pid_m, pid_n = grouped_tile(dp_tiles + tl.minimum(t, sk_tiles - 1), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-        if k_last > k_first:
-            if k_first == 0 and k_last == k_tiles:
-                _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn,
-                               stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N,
-                               EPILOGUE_SUBTILE)
-            else:
-                slot = (pid * 2 + piece).to(tl.int64) * (BLOCK_M * BLOCK_N)
-                tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
+    # Each tail tile cut into chunks = sk_progs / sk_tiles equal K ranges, one per
+    # program: the programs of one chunk read the same K range at once.
+    chunks = sk_progs // sk_tiles
+    t = pid % sk_tiles
+    chunk = tl.minimum(pid // sk_tiles, chunks)  # programs from sk_progs on: an empty range
+    k_first = (chunk * k_tiles) // chunks
+    k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
+    pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
+                  UPCAST, BLOCK_K)
+    if pid < sk_progs:
+        slot = pid.to(tl.int64) * (BLOCK_M * BLOCK_N)
+        tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
 
 
 @triton.jit
@@ -255,34 +255,21 @@ def _streamk_fixup_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
-    """One program per tail tile of ``_matmul_tma_streamk_kernel``: the partials of the
-    programs that shared its K loop, summed in program order (the same sum every launch),
-    then the epilogue. A tile one program ran whole was stored there already."""
+    """One program per tail tile of ``_matmul_tma_streamk_kernel``: its chunks' partials
+    summed in chunk order (the same sum every launch), then the epilogue."""
     t = tl.program_id(0)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    total = (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles) * k_tiles
-    x0 = t * k_tiles
-    x1 = x0 + k_tiles
-    p = (x0 * sk_progs) // total  # its share starts at or before x0; a later one may too
-    while ((p + 1) * total) // sk_progs <= x0:
-        p += 1
-    s = (p * total) // sk_progs
-    e = ((p + 1) * total) // sk_progs
-    if s > x0 or e < x1:
-        offs_m = tl.arange(0, BLOCK_M)
-        offs_n = tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        while s < x1:
-            e = ((p + 1) * total) // sk_progs
-            if e > s:  # a program with an empty share wrote nothing
-                slot = (p * 2 + t - s // k_tiles).to(tl.int64) * (BLOCK_M * BLOCK_N)
-                acc += tl.load(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :])
-            p += 1
-            s = e
-        pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        store_epilogue(acc, pid_m * BLOCK_M + offs_m, pid_n * BLOCK_N + offs_n, M, N, c_ptr, stride_cm, 1,
-                       bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION,
-                       True)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
+    # the chunks of tile t: slots t, t + sk_tiles, ...
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for chunk in range(sk_progs // sk_tiles):
+        slot = (chunk * sk_tiles + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
+        acc += tl.load(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :])
+    pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    store_epilogue(acc, pid_m * BLOCK_M + offs_m, pid_n * BLOCK_N + offs_n, M, N, c_ptr, stride_cm, 1,
+                   bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION,
+                   True)
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -460,15 +447,15 @@ def _specs(a_view, a_trans, b_view, b_trans, c, config) -> tuple:
 def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool, z,
                   programs: int) -> TmaLaunch:
     """``plan_matmul_tma`` for a config with ``stream_k``: whole waves data-parallel, the
-    tail's K steps spread (``_matmul_tma_streamk_kernel``), then the fix-up; where the
-    tiles fill whole waves there is no tail, and the plain kernel runs."""
+    tail's tiles cut along K (``_matmul_tma_streamk_kernel``), then the fix-up; where the
+    tiles fill whole waves, or the tail's would be cut in one chunk, the plain kernel runs."""
     (a_view, a_trans), (b_view, b_trans) = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn = config.block_m, config.block_n
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    sk_progs = sk_programs(tiles, programs)
-    if sk_progs == 0 or triton.cdiv(K, config.block_k) < 2:
+    sk_progs = sk_programs(tiles, programs, triton.cdiv(K, config.block_k))
+    if sk_progs == tiles % programs:  # no tail, or tail tiles not worth cutting: the plain kernel
         return plan_matmul_tma(a, b, c, bias, activation, slope, config.model_copy(update={"stream_k": False}),
                                operands, interpret, z, programs)
     dp_tiles = tiles - tiles % programs
@@ -494,7 +481,7 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
         c.device, interpret,
     )
     return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret, fixup,
-                            sk_progs * 2 * bm * bn)
+                            sk_progs * bm * bn)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

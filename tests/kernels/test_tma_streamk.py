@@ -12,7 +12,7 @@ from autokernel import plans
 from autokernel.config import KernelConfig
 from autokernel.evaluate import reference_activation
 from autokernel.kernels import matmul_tma
-from autokernel.kernels.matmul_tma import SK_SPLIT, TmaLaunch, TmaStreamKLaunch, sk_programs
+from autokernel.kernels.matmul_tma import MIN_CHUNK_STEPS, SK_SPLIT, TmaLaunch, TmaStreamKLaunch, sk_programs
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
                                 reason="places the tail with a programs count: the interpreter's launch")
@@ -42,12 +42,14 @@ def run(a, b, bias, act, config, programs, z=None, slope=0.2):
 
 # (m, n, k, programs) with 16x16 tiles and 16-wide K steps:
 CASES = {
-    "a full wave and a tail of 2": (48, 64, 160, 5),  # 12 tiles: 10 whole, 2 split over 5 programs' shares
-    "all tail": (32, 32, 256, 5),  # 4 tiles on 5 programs: 16 K steps each, shares of 12 or 13
-    "one tail tile, empty shares": (48, 16, 32, 2),  # 3 tiles: 2 whole, 1 of 2 K steps over 2 programs
-    "K not a multiple of block_k": (40, 48, 120, 4),  # 9 tiles, 1 in the tail; K's last step 8 wide
+    "a full wave and a tail of 2": (48, 64, 272, 5),  # 12 tiles: 10 whole, 2 in 2 chunks (8 and 9 steps)
+    "fewer tiles than programs": (32, 16, 256, 5),  # 2 tiles, each in 2 chunks
+    "one tail tile, K not a multiple": (48, 16, 264, 2),  # 3 tiles: 2 whole, 1 in 2 chunks; K's last step 8 wide
+    "uneven chunks": (40, 48, 600, 4),  # 9 tiles, 1 in the tail: 38 steps in 4 chunks
+    "eight chunks": (160, 16, 1024, 9),  # 10 tiles, 1 in the tail in 8 chunks of 8 steps
+    "a tail over 10 programs": (64, 64, 320, 11),  # 16 tiles: 11 whole, 5 in 2 chunks of 10 steps
     "M and N not multiples of the tile": (40, 56, 200, 4),  # 12 tiles: 3 waves, no tail: the plain kernel
-    "tail over 7 programs": (64, 64, 64, 11),  # 16 tiles: 11 whole, 5 over 11 programs
+    "chunks too short to cut": (48, 64, 160, 5),  # a tail of 2, 10 steps: the plain kernel
 }
 
 
@@ -62,7 +64,9 @@ def test_tails_odd_shapes_transposed_views_every_epilogue(case, layout):
     z = torch.full((m, n), float("nan"), dtype=torch.float16)
     c, launch = run(a, b, bias, act, cfg(), programs, z=z)
     tiles = -(-m // 16) * -(-n // 16)
-    assert isinstance(launch, TmaStreamKLaunch if tiles % programs else TmaLaunch)
+    split = sk_programs(tiles, programs, -(-k // 16)) > tiles % programs
+    assert isinstance(launch, TmaStreamKLaunch) == split and isinstance(launch, TmaLaunch)
+    assert split == (case not in ("M and N not multiples of the tile", "chunks too short to cut"))
     z_ref = a.double() @ b.double() + bias.double()
     torch.testing.assert_close(z.double(), z_ref, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(c.double(), reference_activation(z_ref, act, 0.2), rtol=1e-2, atol=1e-2)
@@ -70,7 +74,7 @@ def test_tails_odd_shapes_transposed_views_every_epilogue(case, layout):
 
 @pytest.mark.parametrize("extra", [dict(epilogue_subtile=2), dict(flatten=True), dict(bm=32, bn=32, bk=32)])
 def test_tma_options_and_bf16(extra):
-    m, n, k = 72, 96, 224
+    m, n, k = 72, 96, 800
     a, b, bias = operands(m, n, k, "nt", torch.bfloat16, 7)
     shape = {key: extra.pop(key) for key in ("bm", "bn", "bk") if key in extra}
     c, launch = run(a, b, None, "silu", cfg(**shape, **extra), programs=7)
@@ -80,38 +84,41 @@ def test_tma_options_and_bf16(extra):
 
 
 def test_the_sum_is_the_same_every_launch():
-    a, b, bias = operands(48, 64, 160, "nn", torch.float16, 3)
-    first, _ = run(a, b, bias, "gelu", cfg(), 5)
+    a, b, bias = operands(48, 64, 272, "nn", torch.float16, 3)
+    first, launch = run(a, b, bias, "gelu", cfg(), 5)
     again, _ = run(a, b, bias, "gelu", cfg(), 5)
+    assert isinstance(launch, TmaStreamKLaunch)
     assert torch.equal(first, again)
 
 
-def test_shares_cover_each_tail_tile_once_and_at_most_two_tiles_each():
-    """The split the kernels compute, in Python: every K step of the tail in exactly one
-    program's share, no share over more than two tiles, at most SK_SPLIT programs per tail tile."""
+def test_chunks_cover_each_tail_tile_once():
+    """The split the kernels compute, in Python: a whole number of chunks per tail tile, at
+    most SK_SPLIT, at least MIN_CHUNK_STEPS steps each (or one chunk), on no more programs
+    than the grid has; the chunks' K ranges cover every step once."""
     for tiles in range(1, 300, 7):
         for programs in (3, 5, 132):
-            for k_tiles in (2, 3, 16, 444):
-                progs = sk_programs(tiles, programs)
-                tail = tiles % programs
-                assert progs == min(programs, tail * SK_SPLIT)
-                if not progs:
+            tail = tiles % programs
+            for k_tiles in (2, 3, 16, 30, 444):
+                progs = sk_programs(tiles, programs, k_tiles)
+                if not tail:
+                    assert progs == 0
                     continue
-                total = tail * k_tiles
-                bounds = [(p * total) // progs for p in range(progs + 1)]
-                assert bounds[0] == 0 and bounds[-1] == total and bounds == sorted(bounds)
-                for p in range(progs):
-                    if bounds[p + 1] > bounds[p]:
-                        assert (bounds[p + 1] - 1) // k_tiles - bounds[p] // k_tiles <= 1
+                chunks = progs // tail
+                assert progs % tail == 0 and 1 <= chunks <= SK_SPLIT and progs <= programs
+                assert chunks == 1 or k_tiles // chunks >= MIN_CHUNK_STEPS
+                steps = sorted(s for c in range(chunks) for s in range(c * k_tiles // chunks, (c + 1) * k_tiles // chunks))
+                assert steps == list(range(k_tiles))
 
 
 def test_matmul_takes_the_tail_where_the_config_asks_and_the_pointer_kernel_elsewhere(monkeypatch):
-    a, b, bias = operands(40, 48, 120, "nn", torch.float16, 11)
+    a, b, bias = operands(32, 32, 600, "nn", torch.float16, 11)  # 4 tiles on 3 programs: a tail of 1
+    c = torch.empty(32, 32, dtype=torch.float16)
+    assert isinstance(plans._plan_kernel(a, b, c, bias, "relu", 0.01, cfg(), None), TmaStreamKLaunch)
     out = ak.matmul(a, b, bias, "relu", config=cfg())
     torch.testing.assert_close(out.double(), torch.relu(a.double() @ b.double() + bias.double()), rtol=1e-2,
                                atol=1e-2)
     a32, b32 = a.float(), b.float()  # no TMA for float32: the pointer stream-K kernel
-    c = torch.empty(40, 48)
+    c = torch.empty(32, 32)
     assert type(plans._plan_kernel(a32, b32, c, None, "none", 0.01, cfg(), None)).__name__ == "StreamKLaunch"
 
 

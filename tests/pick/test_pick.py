@@ -58,9 +58,9 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
             units = -(-m // c.block_m) * -(-n // c.block_n)
             waves = select.streamk_waves(units, model.programs, found[0].a, found[0].b * f[1], c.block_m,
-                                         c.block_n, max(k, 1), dtype.itemsize)
+                                         c.block_n, max(k, 1), c.block_k, dtype.itemsize)
             us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(
-                units, model.programs, c.block_m, c.block_n)
+                units, model.programs, c.block_m, c.block_n, max(k, 1), c.block_k)
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]

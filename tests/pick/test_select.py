@@ -187,3 +187,22 @@ def test_explain_prints_the_ranking_and_the_pick(h100):
     assert times == sorted(times) and len(times) > 3
     bad = CliRunner().invoke(app, ["explain", "--m", "8", "--n", "8", "--k", "8", "--device", "no-such-gpu"])
     assert bad.exit_code == 2 and "no selector model" in bad.output
+
+
+def test_a_stream_k_tail_is_scored_where_a_small_tail_follows_whole_waves():
+    """The shipped model picks the TMA kernel's stream-K tail for a long-K problem whose
+    tiles leave a small partial wave, and never for a skinny problem (M <= 256), where
+    there is no partial wave, or where the tail is too large to cut in chunks."""
+    model = select.Model.from_json((best.SHIPPED_DIR / "selector" / "nvidia-h100-80gb-hbm3.json").read_text())
+    default = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3)
+
+    def pick(m, n, k):
+        return select.choose(model, m, n, k, torch.float16, tma=True, default=default)
+
+    tail = pick(3071, 1536, 21888)  # 128x256 tiles: 144, a wave and 12
+    assert tail.config.stream_k and tail.config.variant == "tma", tail.reason
+    sk = [s for s in tail.ranked if s.config.stream_k]
+    assert sk and all(s.scored_as == s.config.model_copy(update={"stream_k": False}) for s in sk)
+    for m, n, k in [(199, 9088, 6016), (103, 17408, 22144), (4096, 4096, 4096), (1408, 3072, 4096)]:
+        choice = pick(m, n, k)
+        assert not any(s.config.stream_k for s in choice.ranked), (m, n, k)

@@ -40,7 +40,7 @@ for case in range(n_cases):
     err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-2
     ok = bool(torch.isfinite(out).all()) and err < tol and torch.equal(out, again)
-    what = f"{m}x{n}x{k} {str(dtype)[6:]} {layout} {act} bias={bias is not None} {cfg.short()} tiles={tiles} ({kind}, {tiles % P} tail, {sk_programs(tiles, P)} programs)"
+    what = f"{m}x{n}x{k} {str(dtype)[6:]} {layout} {act} bias={bias is not None} {cfg.short()} tiles={tiles} ({kind}, {tiles % P} tail, {sk_programs(tiles, P, -(-k // cfg.block_k))} programs)"
     if ok and case % 3 == 0:
         x = a.detach().clone().requires_grad_()
         w = b.t().detach().clone().requires_grad_()
