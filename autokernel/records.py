@@ -168,8 +168,9 @@ class KernelConfig(BaseModel):
     CONFIG level is refused with that rule's message. In short: block_m / block_n /
     block_k are the tile of C and the K step, group_m the grouped order's height,
     num_warps and num_stages Triton's launch options; variant picks the grouped pointer
-    kernel, the TMA kernel or "auto" (tma where it can run); split_k > 1 and stream_k run
-    the split-K and stream-K pointer kernels whatever the variant; warp_specialize,
+    kernel, the TMA kernel or "auto" (tma where it can run); split_k > 1 runs the split-K
+    pointer kernels whatever the variant; stream_k runs the TMA kernel with a stream-K tail
+    with variant "tma", else the stream-K pointer kernel; warp_specialize,
     epilogue_subtile and flatten are options of the TMA kernel alone.
     """
 

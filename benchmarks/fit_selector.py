@@ -64,8 +64,12 @@ def pick_for(model: select.Model, rows: list[dict], rule: dict) -> tuple[dict, d
 
 def ran_as(config: KernelConfig, tma: bool) -> KernelConfig:
     """The config as the kernel that ran it sees it (``tma``: whether the TMA kernel could
-    take the operands): two configs with the same ``ran_as`` launched the same kernel."""
-    if config.split_k > 1 or config.stream_k:
+    take the operands): two configs with the same ``ran_as`` launched the same kernel. The
+    TMA kernel's stream-K tail is its own kernel: a sweep that did not time it has no
+    reading of it, and the replay leaves it out."""
+    if config.split_k > 1 or (config.stream_k and config.variant != "tma"):  # the pointer kernels
+        return config.model_copy(update={"variant": "grouped"})
+    if config.stream_k and not tma:  # the TMA kernel's stream-K tail falls back to the pointer stream-K
         return config.model_copy(update={"variant": "grouped"})
     return config.on_variant("tma" if config.variant != "grouped" and tma else "grouped")
 
