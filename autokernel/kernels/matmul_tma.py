@@ -244,7 +244,7 @@ def _matmul_tma_streamk_kernel(
 @triton.jit
 def _streamk_fixup_kernel(
     ws_ptr, c_ptr, bias_ptr, z_ptr,
-    M, N, K,
+    M, N,
     stride_cm, stride_zm, stride_zn, stride_bias,
     slope, dp_tiles, sk_progs,
     HAS_BIAS: tl.constexpr,
@@ -252,7 +252,6 @@ def _streamk_fixup_kernel(
     ACTIVATION: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
     """One program per tail tile of ``_matmul_tma_streamk_kernel``: its chunks' partials
@@ -475,8 +474,8 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     fixup = KernelLaunch(
         _streamk_fixup_kernel,
         (tiles - dp_tiles,),
-        (M, N, K, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
-        dict(**common, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m),
+        (M, N, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
+        dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m),
         dict(num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=1),
         c.device, interpret,
     )

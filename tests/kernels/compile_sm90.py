@@ -153,10 +153,9 @@ def tma_streamk_variants():
                f"flatten={flatten} {bm}x{bn}", _matmul_tma_streamk_kernel, sig, consts,
                {"num_warps": warps, "num_stages": stages})
         sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
-        sig.update({name: "i32" for name in ("M", "N", "K", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
+        sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
         sig.update(slope="fp32", dp_tiles="i32", sk_progs="i32")
-        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64,
-                      GROUP_M=8)
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8)
         sig.update({name: "constexpr" for name in consts})
         yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 8}
 
