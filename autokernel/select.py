@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from autokernel import knobs
 from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
+from autokernel.kernels.fit import kernel_for
 from autokernel.kernels.matmul_tma import sk_programs, tma_operands
 from autokernel.records import torch_dtype
 
@@ -163,11 +163,9 @@ def streamk_applies(m: int, units: int, programs: int, k: int, bk: int) -> bool:
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
     """Which kernel a config runs: "splitk", "streamk", "tma" or "grouped" (``tma``: whether
-    the TMA kernel can take these operands on this GPU, for "auto" and "tma")."""
-    kernel = knobs.kernel_of(vars(config))
-    if kernel == "tma" and not tma:
-        return "streamk" if config.stream_k else "grouped"
-    return kernel
+    the TMA kernel can take these operands on this GPU, for "auto" and "tma"): the kernels'
+    own rule (``kernels.fit.kernel_for``), the dtype aside (the candidates are fp16/bf16)."""
+    return kernel_for(config, tma=tma)
 
 
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
