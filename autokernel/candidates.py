@@ -58,9 +58,16 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),
     _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2),
     _c(256, 128, 64, 8, 8, 3, "tma"),
-    # a partial last wave after whole ones: its tiles' K steps spread over the SMs
+    # a partial last wave (after whole ones, or alone: fewer tiles than SMs): its tiles'
+    # K steps cut in chunks over the SMs; the stream-K twin of every TMA tile above (the
+    # flattened ones first: of equal predictions the first wins)
     _c(64, 256, 64, 8, 4, 4, "tma", flatten=True, stream_k=True),
     _c(128, 128, 64, 8, 8, 4, "tma", flatten=True, stream_k=True),
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True, stream_k=True),
+    _c(128, 128, 64, 8, 8, 4, "tma", stream_k=True),
+    _c(64, 256, 64, 16, 4, 4, "tma", stream_k=True),
+    _c(128, 256, 64, 8, 8, 3, "tma", stream_k=True),
+    _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2, stream_k=True),
+    _c(256, 128, 64, 8, 8, 3, "tma", stream_k=True),
 )
 """The candidate configs for float16 and bfloat16 problems."""

@@ -13,7 +13,8 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
 
 The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
 data-parallel twin's constants, its waves the whole ones plus one chunk of a tail tile
-(``streamk_waves``), plus the fix-up's time (``streamk_fixup_us``).
+(``streamk_waves``; with fewer tiles than SMs, no whole wave: every tile is the tail),
+plus the fix-up's time (``streamk_fixup_us``).
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
 fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
@@ -90,10 +91,13 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
             return "the output tiles alone fill the SMs: nothing to gain from split-K"
     if config.stream_k:
         tiles = -(-m // bm) * -(-n // config.block_n)
-        if -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
+        if kernel_kind(config, tma) == "tma":
+            sk_progs = sk_programs(tiles, programs, -(-k // config.block_k))
+            if not streamk_applies(m, tiles, programs, sk_progs, config.flatten):
+                return (f"a stream-K tail needs M >= {STREAMK_MIN_M}, a partial wave (after whole ones: a flattened "
+                        "config), and tiles long enough in K to cut in chunks")
+        elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
-        if kernel_kind(config, tma) == "tma" and not streamk_applies(m, tiles, programs, k, config.block_k):
-            return (f"a stream-K tail needs M >= {STREAMK_MIN_M} and tiles long enough in K to cut in chunks")
     return None
 
 
@@ -123,25 +127,25 @@ FIXUP_US = 3.0
 """µs of the stream-K fix-up's launch, beyond the partials it moves."""
 
 
-def streamk_waves(units: int, programs: int, a: float, k_us: float, bm: int, bn: int, k: int, bk: int,
+def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: float, bm: int, bn: int, k: int,
                   itemsize: int) -> float:
     """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
     wave: a tile's fixed ``a`` plus its K loop's ``k_us``): the whole waves, then the tail
     as a fraction of a wave: one chunk of a tail tile's K loop with its fixed part
-    (``sk_programs`` gives the chunks), or the tail's operand reads at TAIL_BANDWIDTH,
-    whichever is longer."""
+    (``sk_progs``, from ``sk_programs``, gives the chunks), or the tail's operand reads at
+    TAIL_BANDWIDTH, whichever is longer."""
     full, tail = divmod(units, programs)
-    chunks = sk_programs(units, programs, _cdiv(k, bk)) // tail
+    chunks = sk_progs // tail
     if a + k_us <= 0:  # constants that give a tile no time (made-up ones): the chunk's share of a wave
         return full + 1 / chunks
     reads_us = tail * (bm + bn) * k * itemsize / TAIL_BANDWIDTH * 1e6
     return full + max(k_us / chunks + a, reads_us) / (a + k_us)
 
 
-def streamk_fixup_us(units: int, programs: int, bm: int, bn: int, k: int, bk: int) -> float:
-    """µs the stream-K fix-up adds: its launch, and the float32 partials (one per chunk)
-    written and read at COPY_BANDWIDTH."""
-    return FIXUP_US + 2 * sk_programs(units, programs, _cdiv(k, bk)) * bm * bn * 4 / COPY_BANDWIDTH * 1e6
+def streamk_fixup_us(sk_progs: int, bm: int, bn: int) -> float:
+    """µs the stream-K fix-up adds: its launch, and the float32 partials (one per chunk:
+    ``sk_progs``) written and read at COPY_BANDWIDTH."""
+    return FIXUP_US + 2 * sk_progs * bm * bn * 4 / COPY_BANDWIDTH * 1e6
 
 
 STREAMK_MIN_M = 257
@@ -152,13 +156,19 @@ the H100 the stream-K pick lost on every such problem measured (six, M of 103-25
 (docs/kernel-notes.md)."""
 
 
-def streamk_applies(m: int, units: int, programs: int, k: int, bk: int) -> bool:
+def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool) -> bool:
     """Whether the selector scores the TMA kernel's stream-K tail for these tiles: M of
-    STREAMK_MIN_M or more, a partial wave after whole ones, and its tiles cut in two
-    chunks or more (else the plain kernel runs)."""
+    STREAMK_MIN_M or more, a partial wave (after whole ones, or alone: with fewer tiles
+    than SMs every tile is the tail, cut along K as split-K is), and its tiles cut in two
+    chunks or more (``sk_progs``, from ``sk_programs``; one chunk: the plain kernel runs).
+    After whole waves only ``flatten``ed
+    configs, the twins first checked there: on the H100 the unflattened twins won nothing
+    there that a flattened one did not (best share 0.93-0.97 against 0.95-0.97 over 45
+    problems) and lost 0.66x on one fresh problem to a misprediction of the 128x128 tile;
+    with no whole wave, where each program runs one tile, they ran at 0.99 of the best
+    (docs/kernel-notes.md)."""
     tail = units % programs
-    return (m >= STREAMK_MIN_M and units > programs and tail > 0
-            and sk_programs(units, programs, _cdiv(k, bk)) >= 2 * tail)
+    return m >= STREAMK_MIN_M and tail > 0 and (flatten or units < programs) and sk_progs >= 2 * tail
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
@@ -435,7 +445,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "sk_tail", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+                 "needs_tma", "stream_k", "sk_tail", "flatten", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -444,6 +454,7 @@ class _Prepared:
         self.bm, self.bn, self.bk, self.split = config.block_m, config.block_n, config.block_k, config.split_k
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
+        self.flatten = config.flatten
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
@@ -588,9 +599,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             continue
         if p.stream_k:
             tiles = -(-m // bm) * -(-n // bn)
-            if -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
-                continue
-            if p.sk_tail and not streamk_applies(m, tiles, programs, k, bk):
+            if p.sk_tail:
+                if not streamk_applies(m, tiles, programs, sk_programs(tiles, programs, -(-k // bk)), p.flatten):
+                    continue
+            elif -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
         pool.append((p, "candidate"))
     if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
@@ -609,7 +621,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         k_per = float(-(-(-(-k1 // split)) // bk) * bk)
         tile_us = p.a + p.b * k_per
         if p.sk_tail:
-            waves = streamk_waves(units, programs, p.a, p.b * k_per, p.bm, p.bn, k1, bk, itemsize)
+            sk_progs = sk_programs(units, programs, -(-k1 // bk))
+            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize)
         else:
             waves = units / programs if p.stream_k else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
@@ -623,7 +636,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
         if p.sk_tail:
-            us += streamk_fixup_us(units, programs, p.bm, p.bn, k1, bk)
+            us += streamk_fixup_us(sk_progs, p.bm, p.bn)
         scores.append((us, p, source))
     scores = tuple(scores)
     default_us = next((us for us, _, source in scores if source == "default"), None)

@@ -6,6 +6,10 @@ machine:
 
     python3 benchmarks/streamk_pick.py --shapes SHAPES.csv --out OUT.jsonl
 
+With ``--before PACKAGE`` (an older version importable as PACKAGE: a copy of autokernel/
+with every ``autokernel`` renamed, docs/launch.md has the step), "old" is that version's
+own pick instead, and both run through this checkout's kernels.
+
 One JSON line per problem whose pick changed (both configs, their GPU µs and cuBLAS's), then
 a summary: how many picks changed, the geomean of old / new time over those, and the same
 over every problem (1 where the pick did not change).
@@ -14,6 +18,7 @@ over every problem (1 where the pick did not change).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -21,6 +26,7 @@ import sys
 import torch
 
 from autokernel import api, best, matmul, select
+from autokernel.config import KernelConfig
 from autokernel.candidates import CANDIDATES
 from autokernel.evaluate import reference, torch_function
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
@@ -43,14 +49,30 @@ def picks(problems, candidates) -> list:
     return out
 
 
+def picks_before(problems, package: str) -> list:
+    """``matmul``'s pick for each problem in the version importable as ``package``, as this
+    version's configs."""
+    old_api = importlib.import_module(f"{package}.api")
+    dev = torch.device("cuda")
+    out = []
+    for p in problems:
+        tma = old_api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
+        config = old_api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=tma,
+                                        layout=p.layout)
+        out.append(KernelConfig.model_validate(json.loads(config.to_json())))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--before", metavar="PACKAGE", help="compare with this older version's pick instead")
     args = ap.parse_args(argv)
     problems = read_shapes(args.shapes)
     new = picks(problems, CANDIDATES)
-    old = picks(problems, tuple(c for c in CANDIDATES if not c.stream_k))
+    old = (picks_before(problems, args.before) if args.before
+           else picks(problems, tuple(c for c in CANDIDATES if not c.stream_k)))
     select.CANDIDATES = CANDIDATES
     dev = torch.device("cuda")
     ratios, cublas_new, cublas_old, failed = [], [], [], 0

@@ -18,7 +18,7 @@ from autokernel import api, best, runtime, select
 from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config, fit_error
 from autokernel.kernels.fit import fit_config
-from autokernel.kernels.matmul_tma import tma_operands
+from autokernel.kernels.matmul_tma import sk_programs, tma_operands
 from autokernel.records import Problem
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -57,10 +57,10 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         us = found[0].predict_us(*f, b_rows=b_rows) if found else None
         if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
             units = -(-m // c.block_m) * -(-n // c.block_n)
-            waves = select.streamk_waves(units, model.programs, found[0].a, found[0].b * f[1], c.block_m,
-                                         c.block_n, max(k, 1), c.block_k, dtype.itemsize)
-            us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(
-                units, model.programs, c.block_m, c.block_n, max(k, 1), c.block_k)
+            sk = sk_programs(units, model.programs, -(-max(k, 1) // c.block_k))
+            waves = select.streamk_waves(units, model.programs, sk, found[0].a, found[0].b * f[1], c.block_m,
+                                         c.block_n, max(k, 1), dtype.itemsize)
+            us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(sk, c.block_m, c.block_n)
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
     scored = [x for x in scores if x[2] is not None]
