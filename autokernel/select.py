@@ -117,12 +117,13 @@ operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
-TAIL_BANDWIDTH = 10.0e12
+TAIL_BANDWIDTH = 20.0e12
 """Bytes per second at which a stream-K tail's chunks read their tiles' operands, a bound
 that rarely binds: the chunks of one K range run at once, so tail tiles that share a row
-or column of the output share those reads in L2. Over 65 H100 (problem, tile) readings of
-the tail any value from 10e12 up fitted alike (RMS log error 0.116), 4e12 worse (0.17:
-docs/kernel-notes.md)."""
+or column of the output share those reads in L2. Fitted to the H100's stream-K twins
+against their data-parallel tiles (480 pairs; RMS log error of the predicted ratio): 10e12
+bound the tails with no whole wave and ran 8 % pessimistic there (0.145; 0.101 over all),
+20e12 and up fitted alike (0.111; 0.083) (docs/kernel-notes.md)."""
 FIXUP_US = 3.0
 """µs of the stream-K fix-up's launch, beyond the partials it moves."""
 
