@@ -257,7 +257,9 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
 
     A config needs 4 successful rows to get constants. The constants of every config are
     pulled gently towards the mean of its kernel kind, so that a config timed on few
-    shapes does not fit noise."""
+    shapes does not fit noise. The TMA kernel's stream-K tail (``stream_k`` with variant
+    tma) gets none: it is scored with its data-parallel twin's constants and the tail's
+    model (``streamk_waves``), which these features (whole waves) do not describe."""
     data: list[tuple[int, tuple[float, float, float]]] = []
     index: dict[str, int] = {}
     kinds: list[str] = []
@@ -266,7 +268,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
         if row.get("config") is None or not row.get("gpu_ms") or row.get("status", "success") != "success":
             continue
         config = KernelConfig.from_dict(row["config"])
-        per.setdefault(config_id(config), []).append((config, row))
+        if not _tail_twin(config):
+            per.setdefault(config_id(config), []).append((config, row))
     for key, items in per.items():
         if len(items) < 4:
             continue
@@ -323,6 +326,11 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             for key, i in index.items()}
 
 
+def _tail_twin(config: KernelConfig) -> bool:
+    """A config of the TMA kernel's stream-K tail: no constants of its own (``fit``)."""
+    return config.stream_k and config.variant == "tma"
+
+
 def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     """Whether ``choose`` never considers ``config`` for the problem of sweep ``row`` (the
     pointer kernels where the TMA kernel runs and ``rows_aligned`` is false): such rows
@@ -335,12 +343,15 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
 def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
     """Per config of ``model`` (by ``config_id``), the RMS of log(predicted / measured) over
     the sweep rows it scores (its own, and those of configs scored with its constants):
-    how far its predictions are to be trusted."""
+    how far its predictions are to be trusted. The stream-K tail's rows are left out, as
+    in ``fit``."""
     squares: dict[str, list[float]] = {}
     for row in rows:
         if row.get("config") is None or not row.get("gpu_ms") or row.get("status", "success") != "success":
             continue
         config = KernelConfig.from_dict(row["config"])
+        if _tail_twin(config):
+            continue
         dtype = torch_dtype(row["dtype"])
         tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
         found = model.constants_for(config, tma)

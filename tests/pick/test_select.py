@@ -18,6 +18,8 @@ from autokernel.cli import app
 from autokernel.config import KernelConfig, default_config
 
 H100 = "NVIDIA H100 80GB HBM3"
+LARGE = next(c for c in CANDIDATES if (c.block_m, c.block_n) == (128, 256) and not c.stream_k)
+"""A large-tile candidate with constants of its own."""
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,7 +52,7 @@ def test_fit_learns_what_b_row_major_does_to_each_config():
     one alike either way: the fit finds each one's ratio, the predictions and the pick apply
     it only where B is row-major, and a file without it predicts both layouts alike."""
     truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0, g=0.6, r=math.log(0.85)),
-             CANDIDATES[-1]: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9, r=0.0)}
+             LARGE: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9, r=0.0)}
     rng = random.Random(2)
     shapes = [(rng.choice([1, 16, 256, 2048, 8192]), rng.choice([1024, 4096, 14336]), rng.choice([1024, 4096, 11008]))
               for _ in range(60)]
@@ -75,7 +77,7 @@ def test_fit_recovers_a_known_model():
     # The L2 term's fraction g is a fraction of a ceiling (at most 1): the thin decode tile
     # reads its operands through L2 at 60 % of it, the large tile at 90 %.
     truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0, g=0.6),
-             CANDIDATES[-1]: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9)}
+             LARGE: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9)}
     rng = random.Random(1)
     shapes = [(rng.choice([1, 16, 256, 2048, 8192]), rng.choice([1024, 4096, 14336]), rng.choice([1024, 4096, 11008]))
               for _ in range(40)]
@@ -85,6 +87,23 @@ def test_fit_recovers_a_known_model():
         for m, n, k in [(4096, 4096, 4096), (16, 11008, 4096), (2048, 1024, 1024)]:
             f = select.features(config, m, n, k, torch.float16, True, 132)
             assert got.predict_us(*f) == pytest.approx(c.predict_us(*f), rel=0.1), (config.short(), m, n, k)
+
+
+def test_the_stream_k_tail_fits_no_constants_of_its_own():
+    """Rows of the TMA kernel's stream-K tail neither get constants nor count in the
+    errors: the tail is scored with its data-parallel twin's constants and its own model."""
+    twin = next(c for c in CANDIDATES if c.stream_k and c.variant == "tma")
+    dp = twin.model_copy(update={"stream_k": False})
+    truth = {dp: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9, r=0.0),
+             twin: select.Constants(a=50.0, b=0.1, e=0.1, d=30.0, g=0.1, r=0.0)}
+    shapes = [(m, n, 8192) for m in (512, 2048, 4096) for n in (1024, 4096, 8192)]
+    rows = _synthetic_rows(truth, shapes)
+    fitted = select.fit(rows, steps=50)
+    assert select.config_id(dp) in fitted and select.config_id(twin) not in fitted
+    model = select.Model("GPU X", 132, fitted)
+    assert model.constants_for(twin, True)[1] == dp
+    without = [r for r in rows if not r["config"]["stream_k"]]
+    assert select.fit_errors(model, rows) == select.fit_errors(model, without)
 
 
 def test_model_json_round_trips_and_a_bad_file_is_one_line():
