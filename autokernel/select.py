@@ -150,26 +150,37 @@ def streamk_fixup_us(sk_progs: int, bm: int, bn: int) -> float:
 
 
 STREAMK_MIN_M = 257
-"""The fewest rows M for which the selector considers a stream-K tail. At M <= 256 (one or
+"""The fewest rows M for which the selector considers a stream-K tail after whole waves. At M <= 256 (one or
 two rows of 128-row tiles, the skinny class) the problem is bound by reading B, and on
 the H100 the stream-K pick lost on every such problem measured (six, M of 103-258,
 0.83-0.97x the pick without it), the tail's gain in waves being no gain in time there
 (docs/kernel-notes.md)."""
 
 
+STREAMK_FEW_MIN_M = 65
+"""The fewest rows M for which the selector considers the stream-K tail where the tiles are
+fewer than the SMs (no whole wave: split-K on TMA in aligned chunks). Skinny problems
+gain there: the SMs a whole wave would fill sit idle, where after whole waves they do
+not (STREAMK_MIN_M). Measured on the H100 for 65 <= M <= 256 (docs/kernel-notes.md); the
+decode class (M <= 64, the pointer kernels' thin tiles and split-K) was not."""
+
+
 def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool) -> bool:
-    """Whether the selector scores the TMA kernel's stream-K tail for these tiles: M of
-    STREAMK_MIN_M or more, a partial wave (after whole ones, or alone: with fewer tiles
-    than SMs every tile is the tail, cut along K as split-K is), and its tiles cut in two
-    chunks or more (``sk_progs``, from ``sk_programs``; one chunk: the plain kernel runs).
-    After whole waves only ``flatten``ed
-    configs, the twins first checked there: on the H100 the unflattened twins won nothing
-    there that a flattened one did not (best share 0.93-0.97 against 0.95-0.97 over 45
-    problems) and lost 0.66x on one fresh problem to a misprediction of the 128x128 tile;
-    with no whole wave, where each program runs one tile, they ran at 0.99 of the best
-    (docs/kernel-notes.md)."""
+    """Whether the selector scores the TMA kernel's stream-K tail for these tiles: a partial
+    wave whose tiles are cut in two chunks or more (``sk_progs``, from ``sk_programs``; one
+    chunk: the plain kernel runs), after whole waves for M of STREAMK_MIN_M or more, or
+    alone (fewer tiles than SMs: every tile is the tail, cut along K as split-K is) for M
+    of STREAMK_FEW_MIN_M or more.
+
+    After whole waves only ``flatten``ed configs, the twins first checked there: on the
+    H100 the unflattened twins won nothing there that a flattened one did not (best share
+    0.93-0.97 against 0.95-0.97 over 45 problems) and lost 0.66x on one fresh problem to a
+    misprediction of the 128x128 tile; with no whole wave, where each program runs one
+    tile, they ran at 0.99 of the best (docs/kernel-notes.md)."""
     tail = units % programs
-    return m >= STREAMK_MIN_M and tail > 0 and (flatten or units < programs) and sk_progs >= 2 * tail
+    if tail == 0 or sk_progs < 2 * tail:
+        return False
+    return m >= STREAMK_FEW_MIN_M if units < programs else m >= STREAMK_MIN_M and flatten
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:

@@ -1,7 +1,7 @@
 """Stream-K twins of every TMA candidate, raced against the pick and cuBLAS, on M >= 257
 problems of a shapes file, including problems with fewer tiles than SMs (the tail is then
 every tile: split-K on TMA in aligned chunks). GPU time, timing.race.
-    python3 docs/runs/streamk/twins_probe.py SHAPES.csv OUT.jsonl [BUDGET_S]
+    python3 docs/runs/streamk/twins_probe.py SHAPES.csv OUT.jsonl [BUDGET_S [MIN_M]]   (MIN_M: 257)
 The committed record (twins_h100.jsonl) drops each row's config JSON (its label names it)
 and rounds the times to four digits.
 """
@@ -19,6 +19,7 @@ from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
+MIN_M = int(sys.argv[4]) if len(sys.argv) > 4 else 257
 t0 = time.time()
 P = runtime.sm_count()
 limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
@@ -29,7 +30,7 @@ for c in CANDIDATES:
         dps.append(c)
 with open(out_path, "w") as f:
     for p in read_shapes(shapes):
-        if p.m < 257:
+        if p.m < MIN_M:
             continue
         if time.time() - t0 > budget:
             print("budget spent", flush=True)
