@@ -94,8 +94,9 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         if kernel_kind(config, tma) == "tma":
             sk_progs = sk_programs(tiles, programs, -(-k // config.block_k))
             if not streamk_applies(m, tiles, programs, sk_progs, config.flatten):
-                return (f"a stream-K tail needs M >= {STREAMK_MIN_M}, a partial wave (after whole ones: a flattened "
-                        "config), and tiles long enough in K to cut in chunks")
+                return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut in chunks, and "
+                        f"M >= {STREAMK_MIN_M} after whole waves (a flattened config) or M >= {STREAMK_FEW_MIN_M} "
+                        "with fewer tiles than SMs")
         elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
     return None
@@ -150,11 +151,11 @@ def streamk_fixup_us(sk_progs: int, bm: int, bn: int) -> float:
 
 
 STREAMK_MIN_M = 257
-"""The fewest rows M for which the selector considers a stream-K tail after whole waves. At M <= 256 (one or
-two rows of 128-row tiles, the skinny class) the problem is bound by reading B, and on
-the H100 the stream-K pick lost on every such problem measured (six, M of 103-258,
-0.83-0.97x the pick without it), the tail's gain in waves being no gain in time there
-(docs/kernel-notes.md)."""
+"""The fewest rows M for which the selector considers a stream-K tail after whole waves.
+At M <= 256 (one or two rows of 128-row tiles, the skinny class) the problem is bound by
+reading B, and on the H100 the stream-K pick lost on every such problem measured (six, M
+of 103-258, 0.83-0.97x the pick without it), the tail's gain in waves being no gain in
+time there (docs/kernel-notes.md)."""
 
 
 STREAMK_FEW_MIN_M = 65
@@ -467,8 +468,8 @@ class _Prepared:
     constants, and its fields as plain numbers (read from the config once:
     a new shape's pick is then arithmetic on locals)."""
 
-    __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split",
-                 "needs_tma", "stream_k", "sk_tail", "flatten", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+    __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
+                 "stream_k", "sk_tail", "flatten", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
