@@ -36,31 +36,27 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from select_sweep import _call  # noqa: E402
 
 
+def _resolve(api_module, problems) -> list:
+    """``api_module.resolve_config`` with no config for each problem: the pick."""
+    dev = torch.device("cuda")
+    return [api_module.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
+                                      tma=api_module.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout),
+                                      layout=p.layout)
+            for p in problems]
+
+
 def picks(problems, candidates) -> list:
     """``matmul``'s pick for each problem with ``candidates`` as the selector's set."""
     select.CANDIDATES = candidates
     best.clear_cache()
-    dev = torch.device("cuda")
-    out = []
-    for p in problems:
-        tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
-        out.append(api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=tma,
-                                      layout=p.layout))
-    return out
+    return _resolve(api, problems)
 
 
 def picks_before(problems, package: str) -> list:
     """``matmul``'s pick for each problem in the version importable as ``package``, as this
     version's configs."""
-    old_api = importlib.import_module(f"{package}.api")
-    dev = torch.device("cuda")
-    out = []
-    for p in problems:
-        tma = old_api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
-        config = old_api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=tma,
-                                        layout=p.layout)
-        out.append(KernelConfig.model_validate(json.loads(config.to_json())))
-    return out
+    old = _resolve(importlib.import_module(f"{package}.api"), problems)
+    return [KernelConfig.model_validate(json.loads(config.to_json())) for config in old]
 
 
 def main(argv=None) -> int:
