@@ -122,6 +122,24 @@ def _descriptors(
 
 
 @triton.jit
+def _whole_tile(
+    tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias, slope,
+    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, A_TRANS: tl.constexpr,
+    B_TRANS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+):
+    """One output tile with its whole K loop and epilogue: a data-parallel tile of the
+    persistent kernels (the plain one, and the stream-K one's whole waves)."""
+    pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
+    _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
+                   slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+
+
+@triton.jit
 def _matmul_tma_kernel(
     a_desc, b_desc, c_desc, bias_ptr, z_ptr,
     M, N, K,
@@ -155,13 +173,9 @@ def _matmul_tma_kernel(
     # ignores both.
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
                             warp_specialize=WARP_SPECIALIZE):
-        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-        _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                       slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias,
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                    EPILOGUE_SUBTILE)
 
 
 SK_SPLIT = 8
@@ -215,13 +229,9 @@ def _matmul_tma_streamk_kernel(
     pid = tl.program_id(0)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
-        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-        _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                       slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias,
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                    EPILOGUE_SUBTILE)
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
