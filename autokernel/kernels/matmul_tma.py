@@ -263,15 +263,23 @@ def _streamk_fixup_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     GROUP_M: tl.constexpr,
+    FIX_M: tl.constexpr,
+    FIX_N: tl.constexpr,
 ):
-    """One program per tail tile of ``_matmul_tma_streamk_kernel``: its chunks' partials
-    summed in chunk order (the same sum every launch), then the epilogue."""
-    t = tl.program_id(0)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
+    """One program per FIX_M x FIX_N piece of a tail tile of ``_matmul_tma_streamk_kernel``:
+    the piece of its chunks' partials summed in chunk order (the same sum every launch),
+    then the epilogue. Pieces, not whole tiles: with few tail tiles (a skinny problem cut
+    along K), one program per tile would read every chunk's partial through one SM."""
+    pid = tl.program_id(0)
+    pieces_n: tl.constexpr = BLOCK_N // FIX_N
+    pieces: tl.constexpr = (BLOCK_M // FIX_M) * pieces_n
+    t = pid // pieces
+    piece = pid % pieces
+    offs_m = (piece // pieces_n) * FIX_M + tl.arange(0, FIX_M)
+    offs_n = (piece % pieces_n) * FIX_N + tl.arange(0, FIX_N)
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
     # the chunks of tile t: slots t, t + sk_tiles, ...
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((FIX_M, FIX_N), dtype=tl.float32)
     for chunk in range(sk_progs // sk_tiles):
         slot = (chunk * sk_tiles + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
         acc += tl.load(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :])
@@ -279,6 +287,10 @@ def _streamk_fixup_kernel(
     store_epilogue(acc, pid_m * BLOCK_M + offs_m, pid_n * BLOCK_N + offs_n, M, N, c_ptr, stride_cm, 1,
                    bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION,
                    True)
+
+
+FIXUP_PIECE = (32, 64)
+"""Rows and columns of a fix-up program's piece of a tail tile (``_streamk_fixup_kernel``)."""
 
 
 def _aligned(t: torch.Tensor) -> bool:
@@ -481,12 +493,13 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
+    fix_m, fix_n = min(FIXUP_PIECE[0], bm), min(FIXUP_PIECE[1], bn)
     fixup = KernelLaunch(
         _streamk_fixup_kernel,
-        (tiles - dp_tiles,),
+        ((tiles - dp_tiles) * (bm // fix_m) * (bn // fix_n),),
         (M, N, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
-        dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m),
-        dict(num_warps=8 if bm * bn >= 128 * 128 else 4, num_stages=1),
+        dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m, FIX_M=fix_m, FIX_N=fix_n),
+        dict(num_warps=4, num_stages=1),
         c.device, interpret,
     )
     return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret, fixup,

@@ -133,7 +133,7 @@ def streamk_variants():
 
 def tma_streamk_variants():
     """The TMA kernel with a stream-K tail and its fix-up (kernels/matmul_tma.py)."""
-    from autokernel.kernels.matmul_tma import _matmul_tma_streamk_kernel, _streamk_fixup_kernel
+    from autokernel.kernels.matmul_tma import FIXUP_PIECE, _matmul_tma_streamk_kernel, _streamk_fixup_kernel
 
     for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages) in [
             ("float16", "none", False, True, 1, False, (128, 256, 8, 3)),
@@ -155,9 +155,10 @@ def tma_streamk_variants():
         sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
         sig.update(slope="fp32", dp_tiles="i32", sk_progs="i32")
-        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8)
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8,
+                      FIX_M=FIXUP_PIECE[0], FIX_N=FIXUP_PIECE[1])
         sig.update({name: "constexpr" for name in consts})
-        yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 8}
+        yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 4}
 
 
 def backward_variants():

@@ -72,6 +72,25 @@ def test_tails_odd_shapes_transposed_views_every_epilogue(case, layout):
     torch.testing.assert_close(c.double(), reference_activation(z_ref, act, 0.2), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("piece", [(8, 8), (16, 8), (8, 16)])
+@pytest.mark.parametrize("case", ["a full wave and a tail of 2", "fewer tiles than programs", "uneven chunks"])
+def test_the_fixup_sums_a_tile_in_pieces(case, piece, monkeypatch):
+    """The fix-up's programs each take a piece of a tail tile (``FIXUP_PIECE``): with pieces
+    smaller than the 16x16 tiles, every piece of every tail tile is summed and stored once,
+    with the epilogue's bias, Z and activation."""
+    monkeypatch.setattr(matmul_tma, "FIXUP_PIECE", piece)
+    m, n, k, programs = CASES[case]
+    a, b, bias = operands(m, n, k, "nt", torch.float16, zlib.crc32(f"{case}{piece}".encode()))
+    z = torch.full((m, n), float("nan"), dtype=torch.float16)
+    c, launch = run(a, b, bias, "gelu_tanh", cfg(), programs, z=z)
+    assert isinstance(launch, TmaStreamKLaunch)
+    tail = (-(-m // 16) * -(-n // 16)) % programs
+    assert launch.fixup.grid[0] == tail * (16 // piece[0]) * (16 // piece[1])
+    z_ref = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(z.double(), z_ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(c.double(), reference_activation(z_ref, "gelu_tanh", 0.2), rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("extra", [dict(epilogue_subtile=2), dict(flatten=True), dict(bm=32, bn=32, bk=32)])
 def test_tma_options_and_bf16(extra):
     m, n, k = 72, 96, 800

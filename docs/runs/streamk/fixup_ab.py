@@ -1,0 +1,86 @@
+"""The stream-K twins of the TMA candidates, this checkout against an older copy of the package
+(`autokernel_before`, made as docs/launch.md says), side by side with their data-parallel tile
+and cuBLAS, on the problems of a shapes file with M >= MIN_M whose twin cuts its tail. GPU
+time, timing.race; each output checked against a float32 reference.
+    PYTHONPATH=$PYTHONPATH:.dev/before python3 docs/runs/streamk/fixup_ab.py SHAPES.csv OUT.jsonl [BUDGET_S [MIN_M]]
+"""
+import json, sys, time
+import torch
+sys.path.insert(0, "benchmarks")
+from select_sweep import _call
+import autokernel_before as akb
+from autokernel import api, matmul, runtime
+from autokernel.candidates import CANDIDATES
+from autokernel.config import shared_memory_bytes
+from autokernel.evaluate import reference, torch_function
+from autokernel.kernels.matmul_tma import sk_programs
+from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
+from autokernel.tuning.shapes import read_shapes
+
+shapes, out_path = sys.argv[1], sys.argv[2]
+budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
+MIN_M = int(sys.argv[4]) if len(sys.argv) > 4 else 65
+t0 = time.time()
+P = runtime.sm_count()
+limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+dev = torch.device("cuda")
+dps = [c for c in CANDIDATES if c.variant == "tma" and not c.warp_specialize and not c.stream_k]
+with open(out_path, "w") as f:
+    for p in read_shapes(shapes):
+        if p.m < MIN_M or not api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout):
+            continue
+        if time.time() - t0 > budget:
+            print("budget spent", flush=True)
+            break
+        pick = api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=True,
+                                  layout=p.layout)
+        runs = []  # (row, module)
+        for c in dps:
+            if shared_memory_bytes(c, p.torch_dtype) > limit or c.block_m > 2 * p.m:
+                continue
+            tiles = -(-p.m // c.block_m) * -(-p.n // c.block_n)
+            sk = sk_programs(tiles, P, -(-p.k // c.block_k))
+            if sk <= tiles % P:
+                continue
+            twin = c.model_copy(update={"stream_k": True})
+            info = {"tiles": tiles, "tail": tiles % P, "chunks": sk // (tiles % P), "ksteps": -(-p.k // c.block_k),
+                    "picked": twin == pick}
+            runs.append(({"role": "dp", "label": c.short()}, c, matmul))
+            for role, mod in (("sk", matmul), ("sk_before", akb.matmul)):
+                runs.append(({"role": role, "label": twin.short(), **info}, twin, mod))
+        if not runs:
+            continue
+
+        def make(i, p=p):
+            a, b, bias = p.make_inputs(dev, seed=3000 + i)
+            return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
+
+        sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+        a0, b0, bias0, _ = sets[0]
+        ref = reference(a0, b0, bias0, p.activation)
+        fns, rows = [], []
+        for extra, c, fn in runs:
+            row = {**p.to_dict(), **extra}
+            cc = c if fn is matmul else akb.KernelConfig(**c.model_dump())
+            o = fn(a0, b0, bias0, p.activation, config=cc)
+            torch.cuda.synchronize()
+            row["rel_error"] = round(float((o.float() - ref).norm() / ref.norm().clamp_min(1e-30)), 7)
+            row["ok"] = row["rel_error"] < 2e-2
+            rows.append(row)
+            fns.append(_call(sets, lambda a, b, bias, out, cc=cc, fn=fn: fn(a, b, bias, p.activation, config=cc, out=out)))
+        if p.activation == "none" and not p.bias:
+            fns.append(_call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out)))
+        else:
+            eager = torch_function(p)
+            fns.append(_call(sets, lambda a, b, bias, out: eager(a, b, bias)))
+        ms = race(fns, rounds=10, segment_ms=1.0)
+        for row, t in zip(rows, ms):
+            row["gpu_us"] = round(t * 1e3, 4)
+            row["cublas_us"] = round(ms[-1] * 1e3, 4)
+            f.write(json.dumps(row) + "\n")
+        f.flush()
+        pairs = [(r["gpu_us"], s["gpu_us"]) for r, s in zip(rows, rows[1:]) if r["role"] == "sk" and s["role"] == "sk_before"]
+        print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: twins after/before "
+              + " ".join(f"{a:.1f}/{b:.1f}" for a, b in pairs) + f"  cublas {ms[-1]*1e3:.1f}"
+              + ("" if all(r["ok"] for r in rows) else "  CHECK FAILED"), flush=True)
+print("done", time.time() - t0)
