@@ -127,6 +127,12 @@ bound the tails with no whole wave and ran 8 % pessimistic there (0.145; 0.101 o
 20e12 and up fitted alike (0.111; 0.083) (docs/kernel-notes.md)."""
 FIXUP_US = 3.0
 """µs of the stream-K fix-up's launch, beyond the partials it moves."""
+PARTIAL_BANDWIDTH = 6.0e12
+"""Bytes per second at which the stream-K tail's float32 partials are written and read back
+by the fix-up: they stay in L2 between the two kernels, so faster than a copy through DRAM.
+Fitted to the H100's stream-K twins against their data-parallel tiles once the fix-up ran
+in pieces (680 pairs; RMS log error of the predicted ratio): 3e12 (COPY_BANDWIDTH) 0.109,
+4e12 0.089, 6e12 0.086, 9e12 0.097 (docs/kernel-notes.md)."""
 
 
 def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: float, bm: int, bn: int, k: int,
@@ -146,8 +152,8 @@ def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: floa
 
 def streamk_fixup_us(sk_progs: int, bm: int, bn: int) -> float:
     """µs the stream-K fix-up adds: its launch, and the float32 partials (one per chunk:
-    ``sk_progs``) written and read at COPY_BANDWIDTH."""
-    return FIXUP_US + 2 * sk_progs * bm * bn * 4 / COPY_BANDWIDTH * 1e6
+    ``sk_progs``) written and read at PARTIAL_BANDWIDTH."""
+    return FIXUP_US + 2 * sk_progs * bm * bn * 4 / PARTIAL_BANDWIDTH * 1e6
 
 
 STREAMK_MIN_M = 257
