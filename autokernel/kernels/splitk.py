@@ -75,7 +75,10 @@ def _splitk_reduce_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    # A 1-D grid, row-major over tiles: a grid's y dimension is capped at 65535.
+    """One program per BLOCK_M x BLOCK_N block of C (``reduce_block``: smaller than the
+    GEMM's tile, so that the few tiles of a split-K problem do not funnel the partials
+    through as few SMs): its slices summed, then the epilogue."""
+    # A 1-D grid, row-major over blocks: a grid's y dimension is capped at 65535.
     tiles_n = tl.cdiv(N, BLOCK_N)
     pid = tl.program_id(0)
     offs_m = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -93,6 +96,16 @@ def _splitk_reduce_kernel(
         ws_ptrs += slice_size  # pointer arithmetic: no int32 product of the slice index
     store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                    z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
+
+
+REDUCE_BLOCK = (32, 64)
+"""The largest block of C one reduction program sums (``_splitk_reduce_kernel``)."""
+
+
+def reduce_block(m: int, block_m: int, block_n: int) -> tuple[int, int]:
+    """The reduction's block for M rows and a GEMM tile of block_m x block_n: REDUCE_BLOCK,
+    no larger than the tile, and 16 rows where M is that short (decode)."""
+    return min(REDUCE_BLOCK[0], block_m, 16 if m <= 16 else block_m), min(REDUCE_BLOCK[1], block_n)
 
 
 class SplitKLaunch:
@@ -140,11 +153,12 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
         ),
         options, c.device, interpret,
     )
-    # The reduction streams SPLIT_K fp32 tiles through registers: the config's tile with
-    # a fixed warp count (its stages and warps are the GEMM's, not an elementwise pass's).
+    # The reduction streams SPLIT_K fp32 blocks through registers: blocks smaller than the
+    # GEMM's tile, with a fixed warp count (the config's stages and warps are the GEMM's).
+    rm, rn = reduce_block(M, config.block_m, config.block_n)
     reduce = KernelLaunch(
         _splitk_reduce_kernel,
-        (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),),
+        (triton.cdiv(M, rm) * triton.cdiv(N, rn),),
         (M, N, c.stride(0), c.stride(1), zz.stride(0), zz.stride(1),
          bias.stride(0) if bias is not None else 0, M * N, float(slope)),
         dict(
@@ -153,8 +167,8 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
             ACTIVATION=activation,
             INDEX_64=index_64,
             SPLIT_K=split_k,
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
+            BLOCK_M=rm,
+            BLOCK_N=rn,
         ),
         dict(num_warps=_REDUCE_WARPS), c.device, interpret,
     )

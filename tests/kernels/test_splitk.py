@@ -35,6 +35,26 @@ def test_split_k_above_one_takes_the_split_k_kernels(variant, device):
     assert not isinstance(api._plan_kernel(a, b, c, bias, "none", 0.0, cfg(1), None), SplitKLaunch)
 
 
+@pytest.mark.parametrize("block", [(8, 8), (16, 8), (8, 16)])
+@pytest.mark.parametrize("shape", [(5, 37, 300), (40, 33, 129)])
+def test_the_reduction_sums_in_blocks_smaller_than_the_tile(shape, block, monkeypatch, device):
+    """The reduction's programs each take a block of C (``REDUCE_BLOCK``, here smaller than
+    the 16x16 tile): every block summed and stored once, with bias, Z and the activation."""
+    from autokernel.kernels import splitk
+
+    monkeypatch.setattr(splitk, "REDUCE_BLOCK", block)
+    m, n, k = shape
+    a, b, bias = inputs(m, n, k, torch.float16, device, "nt", seed=zlib.crc32(f"{shape}{block}".encode()))
+    c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+    z = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+    launch = api._plan_kernel(a, b, c, bias, "silu", 0.0, cfg(4), z)
+    assert isinstance(launch, SplitKLaunch)
+    assert launch.reduce.grid[0] == -(-m // block[0]) * -(-n // block[1])
+    launch(a, b, c, bias, z)
+    assert rel_error(z, reference(a, b, bias, "none")) < 1e-2
+    assert rel_error(c, reference(a, b, bias, "silu")) < 1e-2
+
+
 # (17, 33, 40) and (3, 20, 48): 3 K steps over 8 slices, so slices 3..7 are empty and
 # must add nothing, masked (K % BLOCK_K != 0) or not; (16, 32, 256): K splits evenly.
 @pytest.mark.parametrize("shape", [(5, 37, 300), (17, 33, 129), (1, 64, 1000), (17, 33, 40), (3, 20, 48),
