@@ -90,43 +90,69 @@ def sweep_problem(p: Problem, limit: int) -> list[dict]:
         return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
 
     sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
-    a0, b0, bias0, out0 = sets[0]
+    a0, b0, _, out0 = sets[0]
     roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
              "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
                                         tma=api.tma_runs(a0, b0, out0), layout=p.layout)}
     for config in roles.values():
         if config not in configs:
             configs.append(config)
+    rows = [{**p.to_dict(), "config": json.loads(config.to_json()), "label": config.short(),
+             "default": config == roles["default"], "roles": [r for r, c in roles.items() if c == config]}
+            for config in configs]
+    runs = [(row, lambda a, b, bias, out=None, config=config: matmul(a, b, bias, p.activation, config=config, out=out))
+            for row, config in zip(rows, configs)]
+    torch_ms = race_checked(p, runs, sets)
+    cublas = {**p.to_dict(), "config": None, "label": "cublas", "default": False, "roles": [], "status": "success",
+              "gpu_ms": torch_ms}
+    return rows + [cublas]
+
+
+def race_checked(p: Problem, runs: list, sets: list) -> float:
+    """Each of ``runs`` ((row, fn): ``fn(a, b, bias, out=None)`` computes problem ``p`` on
+    the operands, into ``out`` if given) checked on the first of ``sets`` (``make_input_sets``
+    of (a, b, bias, out)) against a float32 reference: row's "rel_error" and "status"
+    ("success", "incorrect" or the exception's name, with "error"); then those that succeeded
+    raced side by side with torch (``timing.race``, GPU time, cycling over ``sets``): row's
+    "gpu_ms". Returns torch's ms (``torch.mm``, or eager addmm and the activation)."""
+    a0, b0, bias0, _ = sets[0]
     ref = reference(a0, b0, bias0, p.activation)
-    rows, fns, timed = [], [], []
-    for config in configs:
-        row = {**p.to_dict(), "config": json.loads(config.to_json()), "label": config.short(),
-               "default": config == roles["default"], "roles": [r for r, c in roles.items() if c == config],
-               "status": "success"}
+    fns, timed = [], []
+    for row, fn in runs:
+        row["status"] = "success"
         try:
-            out = matmul(a0, b0, bias0, p.activation, config=config)
-            torch.cuda.synchronize()
+            out = fn(a0, b0, bias0)
+            if out.is_cuda:
+                torch.cuda.synchronize()
             err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
             row["rel_error"] = err
             if not err < 2e-2:
                 row["status"] = "incorrect"
-        except Exception as exc:  # a candidate that fails is a row, not the end of the sweep
+        except Exception as exc:  # a config that fails is a row, not the end of the sweep
             row["status"], row["error"] = type(exc).__name__, str(exc).splitlines()[0][:200]
-        rows.append(row)
         if row["status"] == "success":
-            fns.append(_call(sets, lambda a, b, bias, out, config=config:
-                             matmul(a, b, bias, p.activation, config=config, out=out)))
+            fns.append(_call(sets, fn))
             timed.append(row)
     if p.activation == "none" and not p.bias:
         fns.append(_call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out)))
     else:
         eager = torch_function(p)
         fns.append(_call(sets, lambda a, b, bias, out: eager(a, b, bias)))
-    cublas = {**p.to_dict(), "config": None, "label": "cublas", "default": False, "roles": [], "status": "success"}
     ms = race(fns, rounds=10, segment_ms=1.0)
-    for row, t in zip(timed + [cublas], ms):
+    for row, t in zip(timed, ms):
         row["gpu_ms"] = t
-    return rows + [cublas]
+    return ms[-1]
+
+
+def as_record(rows: list[dict], torch_ms: float) -> list[dict]:
+    """``race_checked``'s rows in the form of the probes' records (docs/runs/): "ok" for the
+    status, GPU and torch µs rounded to four decimals."""
+    for row in rows:
+        row["rel_error"] = round(row.get("rel_error", float("nan")), 7)
+        row["ok"] = row.pop("status") == "success"
+        row["gpu_us"] = round(row.pop("gpu_ms", float("nan")) * 1e3, 4)
+        row["cublas_us"] = round(torch_ms * 1e3, 4)
+    return rows
 
 
 def main(argv=None) -> int:

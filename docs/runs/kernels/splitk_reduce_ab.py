@@ -7,12 +7,11 @@ timing.race; each output checked against a float32 reference.
 import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import _call
+from select_sweep import as_record, race_checked
 import autokernel_before as akb
 from autokernel import api, matmul, runtime, select
 from autokernel.candidates import CANDIDATES
-from autokernel.evaluate import reference, torch_function
-from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
+from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
 from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
@@ -38,31 +37,17 @@ with open(out_path, "w") as f:
             return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
 
         sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
-        a0, b0, bias0, _ = sets[0]
-        ref = reference(a0, b0, bias0, p.activation)
-        fns, rows = [], []
+        rows, calls = [], []
         for c in configs:
             for role, fn, cc in (("after", matmul, c), ("before", akb.matmul, akb.KernelConfig(**c.model_dump()))):
-                row = {**p.to_dict(), "role": role, "label": c.short(), "picked": c == pick}
-                o = fn(a0, b0, bias0, p.activation, config=cc)
-                torch.cuda.synchronize()
-                row["rel_error"] = round(float((o.float() - ref).norm() / ref.norm().clamp_min(1e-30)), 7)
-                row["ok"] = row["rel_error"] < 2e-2
-                rows.append(row)
-                fns.append(_call(sets, lambda a, b, bias, out, cc=cc, fn=fn: fn(a, b, bias, p.activation, config=cc, out=out)))
-        if p.activation == "none" and not p.bias:
-            fns.append(_call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out)))
-        else:
-            eager = torch_function(p)
-            fns.append(_call(sets, lambda a, b, bias, out: eager(a, b, bias)))
-        ms = race(fns, rounds=10, segment_ms=1.0)
-        for row, t in zip(rows, ms):
-            row["gpu_us"] = round(t * 1e3, 4)
-            row["cublas_us"] = round(ms[-1] * 1e3, 4)
+                rows.append({**p.to_dict(), "role": role, "label": c.short(), "picked": c == pick})
+                calls.append((rows[-1], lambda a, b, bias, out=None, fn=fn, cc=cc: fn(a, b, bias, p.activation, config=cc, out=out)))
+        torch_ms = race_checked(p, calls, sets)
+        for row in as_record(rows, torch_ms):
             f.write(json.dumps(row) + "\n")
         f.flush()
         print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: after/before "
               + " ".join(f"{rows[i]['label'].split()[-1]}{'*' if rows[i]['picked'] else ''} {rows[i]['gpu_us']:.1f}/{rows[i+1]['gpu_us']:.1f}"
-                         for i in range(0, len(rows), 2)) + f"  cublas {ms[-1]*1e3:.1f}"
+                         for i in range(0, len(rows), 2)) + f"  cublas {torch_ms*1e3:.1f}"
               + ("" if all(r["ok"] for r in rows) else "  CHECK FAILED"), flush=True)
 print("done", time.time() - t0)

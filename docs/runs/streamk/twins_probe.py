@@ -5,16 +5,15 @@ every tile: split-K on TMA in aligned chunks). GPU time, timing.race.
 The committed record (twins_h100.jsonl) drops each row's config JSON (its label names it)
 and rounds the times to four digits.
 """
-import json, sys, time, math
+import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import _call
+from select_sweep import as_record, race_checked
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
-from autokernel.evaluate import reference, torch_function
 from autokernel.kernels.matmul_tma import sk_programs
-from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
+from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
 from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
@@ -69,38 +68,17 @@ with open(out_path, "w") as f:
             return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
 
         sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
-        a0, b0, bias0, _ = sets[0]
-        ref = reference(a0, b0, bias0, p.activation)
-        fns, rows = [], []
-        for role, c in uniq:
-            row = {**p.to_dict(), "role": role, "label": c.short(), "config": json.loads(c.to_json()),
-                   **info.get(c.short(), {})}
-            try:
-                o = matmul(a0, b0, bias0, p.activation, config=c)
-                torch.cuda.synchronize()
-                row["rel_error"] = float((o.float() - ref).norm() / ref.norm().clamp_min(1e-30))
-                row["ok"] = row["rel_error"] < 2e-2
-            except Exception as e:
-                row["ok"], row["error"] = False, f"{type(e).__name__}: {str(e)[:160]}"
-            rows.append(row)
-            if row["ok"]:
-                fns.append((row, _call(sets, lambda a, b, bias, out, c=c:
-                                       matmul(a, b, bias, p.activation, config=c, out=out))))
-        if p.activation == "none" and not p.bias:
-            cb = _call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out))
-        else:
-            eager = torch_function(p)
-            cb = _call(sets, lambda a, b, bias, out: eager(a, b, bias))
-        ms = race([fn for _, fn in fns] + [cb], rounds=10, segment_ms=1.0)
-        for (row, _), t in zip(fns, ms):
-            row["gpu_us"] = t * 1e3
-        cub = ms[-1] * 1e3
-        for row in rows:
-            row["cublas_us"] = cub
+        rows = [{**p.to_dict(), "role": role, "label": c.short(), "config": json.loads(c.to_json()),
+                 **info.get(c.short(), {})} for role, c in uniq]
+        torch_ms = race_checked(p, [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c,
+                                                                                    out=out))
+                                    for row, (_, c) in zip(rows, uniq)], sets)
+        cub = torch_ms * 1e3
+        for row in as_record(rows, torch_ms):
             f.write(json.dumps(row) + "\n")
         f.flush()
-        best_sk = min((r["gpu_us"] for r in rows if r["role"] == "sk" and "gpu_us" in r), default=float("nan"))
-        pk = rows[0].get("gpu_us", float("nan"))
+        best_sk = min((r["gpu_us"] for r in rows if r["role"] == "sk" and r["ok"]), default=float("nan"))
+        pk = rows[0]["gpu_us"]
         print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: pick {pk:.1f} best-sk {best_sk:.1f} cublas {cub:.1f} "
               f"({pk / best_sk:.3f}x)", flush=True)
 print("done", time.time() - t0)

@@ -1,0 +1,58 @@
+"""benchmarks/select_sweep.py's race_checked, the check-then-race of the sweep and the GPU
+probes, on the CPU: the race itself (CUDA graphs) stubbed, the checks real."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+import autokernel as ak
+from autokernel.config import KernelConfig
+from autokernel.records import Problem
+
+SWEEP = Path(__file__).resolve().parents[2] / "benchmarks" / "select_sweep.py"
+
+
+def _sweep_module():
+    spec = importlib.util.spec_from_file_location("select_sweep_under_test", SWEEP)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_run_is_checked_and_only_the_good_ones_raced(monkeypatch):
+    sweep = _sweep_module()
+    raced = []
+
+    def fake_race(fns, **_):
+        raced.append(len(fns))
+        for fn in fns:  # each timed function runs on the cycled input sets
+            fn()
+        return [float(i + 1) for i in range(len(fns))]
+
+    monkeypatch.setattr(sweep, "race", fake_race)
+    p = Problem(m=9, n=24, k=40, dtype="float16", activation="gelu_tanh", bias=True, layout="nt")
+    sets = [(*p.make_inputs(torch.device("cpu"), seed=s), torch.empty(9, 24, dtype=torch.float16)) for s in (1, 2)]
+    config = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1)
+
+    def good(a, b, bias, out=None):
+        return ak.matmul(a, b, bias, "gelu_tanh", config=config, out=out)
+
+    def wrong(a, b, bias, out=None):
+        return ak.matmul(a, b, None, "none", config=config, out=out)  # no bias, no activation
+
+    def broken(a, b, bias, out=None):
+        raise RuntimeError("launch failed\nsecond line")
+
+    rows = [{"label": "good"}, {"label": "wrong"}, {"label": "broken"}]
+    torch_ms = sweep.race_checked(p, [(rows[0], good), (rows[1], wrong), (rows[2], broken)], sets)
+    assert raced == [2]  # the good run and torch
+    assert rows[0]["status"] == "success" and rows[0]["rel_error"] < 2e-2 and rows[0]["gpu_ms"] == 1.0
+    assert rows[1]["status"] == "incorrect" and rows[1]["rel_error"] > 2e-2 and "gpu_ms" not in rows[1]
+    assert rows[2]["status"] == "RuntimeError" and rows[2]["error"] == "launch failed" and "gpu_ms" not in rows[2]
+    assert torch_ms == 2.0
+    records = sweep.as_record(rows, torch_ms)
+    assert [r["ok"] for r in records] == [True, False, False]
+    assert records[0]["gpu_us"] == 1000.0 and records[2]["cublas_us"] == 2000.0 and "status" not in records[0]
