@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from autokernel.candidates import CANDIDATES
+from autokernel.candidates import CANDIDATES, THIN_TMA_MAX_M, thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.kernels.fit import kernel_for
 from autokernel.kernels.matmul_tma import sk_programs, tma_operands
@@ -80,6 +80,8 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         return f"block_m={bm} is too thin for M={m}"
     if bm > m_cap:
         return f"block_m={bm} exceeds M={m}"
+    if m > THIN_TMA_MAX_M and thin_tma(config):
+        return f"a memory-bound tile of thin problems, considered for M <= {THIN_TMA_MAX_M}"
     if config.block_n > n_cap:
         return f"block_n={config.block_n} exceeds N={n}"
     if config.block_k > k_cap:
@@ -354,7 +356,11 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     pointer kernels where the TMA kernel runs and ``rows_aligned`` is false): such rows
     neither fit its constants nor count in its error. The pointer kernels ran 2-7x slower
     there than the model predicts them, and those few rows had made the default pointer
-    config's error 0.23 instead of 0.09 (docs/selector.md)."""
+    config's error 0.23 instead of 0.09 (docs/selector.md). Likewise the memory-bound TMA
+    tiles of thin problems (``candidates.thin_tma``) outside the rows they are considered
+    for: their constants describe them where they can be picked."""
+    if thin_tma(config) and not (config.block_m <= max(16, _next_pow2(row["m"])) and row["m"] <= THIN_TMA_MAX_M):
+        return True
     return tma and kernel_kind(config, tma) != "tma" and not rows_aligned(row["k"], row.get("layout", "nt"))
 
 
@@ -475,7 +481,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
-                 "stream_k", "sk_tail", "flatten", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+                 "stream_k", "sk_tail", "flatten", "max_m", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -485,6 +491,7 @@ class _Prepared:
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         self.flatten = config.flatten
+        self.max_m = THIN_TMA_MAX_M if thin_tma(config) else None
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
@@ -624,6 +631,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     for p in candidates:
         bm, bn, bk, split = p.bm, p.bn, p.bk, p.split
         if (p.needs_tma and not tma) or bm < thin or bm > m_cap or bn > n_cap or bk > k_cap or p.key in seen:
+            continue
+        if p.max_m is not None and m > p.max_m:
             continue
         if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
             continue

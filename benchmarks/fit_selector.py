@@ -124,6 +124,9 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
                     help="sweep files left out of the fit: picked for by the model fitted on the others")
+    ap.add_argument("--add-to", metavar="MODEL",
+                    help="with --out: keep MODEL's constants and errors and add only the configs it lacks (new "
+                         "candidates join a shipped model without moving the picks it makes elsewhere)")
     args = ap.parse_args(argv)
     rows = read_rows(args.sweeps)
     rule = dict(margin=args.margin, z=args.z)
@@ -155,6 +158,13 @@ def main(argv=None) -> int:
         summarize(results, f"{len(results)} held-out shapes ({', '.join(args.holdout)}), {rule_name}")
     if args.out:
         model = fitted(devices[0], rows, args)
+        if args.add_to:
+            with open(args.add_to) as f:
+                base = select.Model.from_json(f.read(), args.add_to)
+            added = {key: c for key, c in model.constants.items() if key not in base.constants}
+            model = select.Model(base.device, base.programs, {**base.constants, **added},
+                                 {**base.errors, **{key: model.errors[key] for key in added if key in model.errors}})
+            print(f"added {len(added)} configs to {args.add_to}'s {len(base.constants)}")
         with open(args.out, "w") as f:
             f.write(model.to_json())
         print(f"wrote {args.out}: {len(model.constants)} configs")

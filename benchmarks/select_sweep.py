@@ -79,10 +79,16 @@ def previous_pick(p: Problem):
     return entry.config if entry is not None else default_config(p.m, p.n, p.k, p.torch_dtype)
 
 
-def sweep_problem(p: Problem, limit: int) -> list[dict]:
+def sweep_problem(p: Problem, limit: int, extra: tuple = ()) -> list[dict]:
+    """Every candidate that applies, the default, pick and previous configs, and ``extra``
+    (configs not among the candidates, timed wherever they fit in shared memory and the
+    TMA kernel can take the operands: a candidate's trial before it joins the set), each
+    checked and raced with torch: one row per config, then torch's."""
     tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
     configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count()) is None
                and shared_memory_bytes(c, p.torch_dtype) <= limit]
+    configs += [c for c in extra if c not in configs and (tma or c.variant != "tma")
+                and shared_memory_bytes(c, p.torch_dtype) <= limit]
     dev = torch.device("cuda")
 
     def make(i: int):

@@ -46,6 +46,17 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
 
     model = select.Model.from_json(out.read_text())
     assert model.device == "NVIDIA H100 80GB HBM3" and len(model.constants) > 5
+    # --add-to: a model keeps its own constants and errors and gains only the configs it lacks
+    kept = dict(list(model.constants.items())[:3])
+    base = tmp_path / "base.json"
+    base.write_text(select.Model(model.device, model.programs, kept, {key: 0.5 for key in kept}).to_json())
+    grown = tmp_path / "grown.json"
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--add-to", str(base), "--out", str(grown))
+    assert proc.returncode == 0, proc.stderr
+    merged = select.Model.from_json(grown.read_text())
+    assert set(merged.constants) == set(model.constants)
+    assert all(merged.constants[key] == c and merged.errors[key] == 0.5 for key, c in kept.items())
+    assert all(merged.constants[key] == model.constants[key] for key in set(model.constants) - set(kept))
 
 
 def test_fuzz_runs_and_passes_on_the_interpreter():

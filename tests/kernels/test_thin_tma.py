@@ -1,0 +1,59 @@
+"""The memory-bound TMA tiles of thin problems (``candidates.THIN_TMA``): 64-row tiles with
+K steps of 128 on problems of fewer rows than the tile, against a float64 reference under
+the interpreter (rows past M come in as zeros and are clipped on store), and the rule that
+confines them to thin problems."""
+
+import pytest
+import torch
+
+from autokernel import plans, select
+from autokernel.candidates import CANDIDATES, THIN_TMA, THIN_TMA_MAX_M
+from autokernel.evaluate import reference_activation
+from autokernel.kernels import matmul_tma
+from autokernel.kernels.matmul_tma import TmaStreamKLaunch, sk_programs
+
+interpreter_only = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
+                                      reason="places the tail with a programs count: the interpreter's launch")
+
+
+def operands(m, n, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g) / k ** 0.5
+    weight = torch.randn(n, k, generator=g)  # nn.Linear's weight: B is its transposed view
+    return a.half(), weight.half().t(), torch.randn(n, generator=g).half()
+
+
+@interpreter_only
+@pytest.mark.parametrize("config", THIN_TMA, ids=lambda c: c.short())
+@pytest.mark.parametrize("m,n,k,programs", [(1, 200, 384, 4), (37, 160, 2048, 9), (100, 120, 2176, 9)])
+def test_thin_problems_in_64_row_tiles_every_epilogue(config, m, n, k, programs):
+    a, b, bias = operands(m, n, k, m * 7 + n)
+    act = ["gelu_tanh", "silu", "relu"][m % 3]
+    c = torch.full((m, n), float("nan"), dtype=torch.float16)
+    z = torch.full((m, n), float("nan"), dtype=torch.float16)
+    ops = matmul_tma.tma_operands(a, b, c)
+    assert ops is not None and ops[1][1]  # B read through a descriptor over the weight's rows
+    launch = matmul_tma.plan_matmul_tma(a, b, c, bias, act, 0.0, config, ops, True, z=z, programs=programs)
+    launch(a, b, c, bias, z)
+    if config.stream_k and m > 64:  # 2 or 4 tiles on 9 programs, 17 K steps: each tile cut in 2 chunks
+        assert isinstance(launch, TmaStreamKLaunch)
+        assert sk_programs(-(-m // 64) * -(-n // config.block_n), programs, 17) > 2
+    z_ref = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(z.double(), z_ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(c.double(), reference_activation(z_ref, act, 0.0), rtol=1e-2, atol=1e-2)
+
+
+def test_thin_tiles_are_candidates_for_thin_problems_only():
+    assert all(c in CANDIDATES for c in THIN_TMA)
+    plain = [c for c in THIN_TMA if not c.stream_k]
+    for m in (33, 64, 100, THIN_TMA_MAX_M):
+        assert all(select.why_not(c, m, 8192, 4096, True, 132) is None for c in plain), m
+    for m in (THIN_TMA_MAX_M + 1, 4096):
+        for c in THIN_TMA:
+            assert "thin problems" in select.why_not(c, m, 8192, 4096, True, 132), (m, c.short())
+    # 64-row tiles on 32 rows or fewer compute mostly padding: left to the pointer kernels' thin tiles
+    assert all(select.why_not(c, 32, 8192, 4096, True, 132) for c in THIN_TMA)
+    # the stream-K twins where the tiles are fewer than the SMs, from STREAMK_FEW_MIN_M rows
+    twins = [c for c in THIN_TMA if c.stream_k]
+    assert all(select.why_not(c, 100, 2048, 8192, True, 132) is None for c in twins)
+    assert all(select.why_not(c, 60, 2048, 8192, True, 132) for c in twins)
