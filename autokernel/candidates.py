@@ -23,6 +23,34 @@ def _c(bm, bn, bk, g, w, s, variant="grouped", **extra) -> KernelConfig:
                         variant=variant, **extra)
 
 
+THIN_TMA: tuple[KernelConfig, ...] = (
+    _c(64, 128, 128, 8, 4, 4, "tma", flatten=True),
+    _c(64, 64, 128, 8, 4, 6, "tma", flatten=True),
+    _c(64, 32, 128, 8, 4, 8, "tma"),
+    _c(64, 128, 128, 8, 4, 4, "tma", stream_k=True),
+    _c(64, 64, 128, 8, 4, 6, "tma", stream_k=True),
+)
+"""Memory-bound tiles on the TMA kernel for thin problems (at most THIN_TMA_MAX_M rows): K
+steps of 128 and as many stages as shared memory holds, so that each SM keeps some 200 KB
+of operand reads in flight. The copy engine fills a tile's rows past M with zeros without
+reading them, so a 64-row tile costs a 33-row problem no memory traffic, only idle tensor
+cores. Timed beside every other candidate on 200 problems of 1-128 rows on the H100
+(docs/selector.md): the best of all with them over the best without, 1.034 at 33-64 rows,
+1.052 at 65-128, 1.002 at 1-16 (where 64-row tiles are not considered)."""
+
+THIN_TMA_MAX_M = 128
+"""The most rows M for which the selector considers a THIN_TMA tile: where they were measured."""
+
+_THIN_TILES = frozenset((c.block_m, c.block_n, c.block_k, c.num_stages) for c in THIN_TMA)
+
+
+def thin_tma(config: KernelConfig) -> bool:
+    """Whether ``config`` runs one of THIN_TMA's tiles on the TMA kernel (in any of its forms:
+    plain, flattened, with a stream-K tail)."""
+    return config.variant == "tma" and (config.block_m, config.block_n, config.block_k,
+                                        config.num_stages) in _THIN_TILES
+
+
 CANDIDATES: tuple[KernelConfig, ...] = (
     # decode and skinny: few rows against a whole weight (memory-bound)
     _c(16, 64, 128, 8, 4, 4),
@@ -69,34 +97,7 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(128, 256, 64, 8, 8, 3, "tma", stream_k=True),
     _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2, stream_k=True),
     _c(256, 128, 64, 8, 8, 3, "tma", stream_k=True),
+    # thin problems (33-128 rows): memory-bound tiles on the TMA kernel
+    *THIN_TMA,
 )
-
-THIN_TMA: tuple[KernelConfig, ...] = (
-    _c(64, 128, 128, 8, 4, 4, "tma", flatten=True),
-    _c(64, 64, 128, 8, 4, 6, "tma", flatten=True),
-    _c(64, 32, 128, 8, 4, 8, "tma"),
-    _c(64, 128, 128, 8, 4, 4, "tma", stream_k=True),
-    _c(64, 64, 128, 8, 4, 6, "tma", stream_k=True),
-)
-"""Memory-bound tiles on the TMA kernel for thin problems (at most THIN_TMA_MAX_M rows): K
-steps of 128 and as many stages as shared memory holds, so that each SM keeps some 200 KB
-of operand reads in flight. The copy engine fills a tile's rows past M with zeros without
-reading them, so a 64-row tile costs a 33-row problem no memory traffic, only idle tensor
-cores. Timed beside every other candidate on 200 problems of 1-128 rows on the H100
-(docs/selector.md): the best of all with them over the best without, 1.034 at 33-64 rows,
-1.052 at 65-128, 1.002 at 1-16 (where 64-row tiles are not considered)."""
-
-THIN_TMA_MAX_M = 128
-"""The most rows M for which the selector considers a THIN_TMA tile: where they were measured."""
-
-_THIN_TILES = frozenset((c.block_m, c.block_n, c.block_k, c.num_stages) for c in THIN_TMA)
-
-
-def thin_tma(config: KernelConfig) -> bool:
-    """Whether ``config`` runs one of THIN_TMA's tiles on the TMA kernel (in any of its forms:
-    plain, flattened, with a stream-K tail)."""
-    return config.variant == "tma" and (config.block_m, config.block_n, config.block_k,
-                                        config.num_stages) in _THIN_TILES
-
-CANDIDATES = CANDIDATES + THIN_TMA
 """The candidate configs for float16 and bfloat16 problems."""
