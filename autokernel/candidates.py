@@ -34,11 +34,13 @@ THIN_TMA: tuple[KernelConfig, ...] = (
 steps of 128 and as many stages as shared memory holds, so that each SM keeps some 200 KB
 of operand reads in flight. The copy engine fills a tile's rows past M with zeros without
 reading them, so a 64-row tile costs a 33-row problem no memory traffic, only idle tensor
-cores. Timed beside every other candidate on 200 problems of 1-128 rows on the H100
-(docs/selector.md): the best of all with them over the best without, 1.034 at 33-64 rows,
-1.052 at 65-128, 1.002 at 1-16 (where 64-row tiles are not considered)."""
+cores. Timed beside every other candidate on the H100 (docs/selector.md), the best of all
+with them over the best without: 1.034 at 33-64 rows, 1.052 at 65-128 (200 problems),
+1.058 at 129-192, 1.096 at 193-256, 1.040 at 257-384 (63 problems), 1.002 at 1-16. Below
+33 rows they are considered only where the pointer kernels load a masked K tail
+(``select.rows_aligned`` false: 1.254 over the pointer kernels on 31 problems of K = 1000)."""
 
-THIN_TMA_MAX_M = 128
+THIN_TMA_MAX_M = 384
 """The most rows M for which the selector considers a THIN_TMA tile: where they were measured."""
 
 _THIN_TILES = frozenset((c.block_m, c.block_n, c.block_k, c.num_stages) for c in THIN_TMA)
@@ -97,7 +99,7 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(128, 256, 64, 8, 8, 3, "tma", stream_k=True),
     _c(128, 256, 64, 8, 8, 4, "tma", epilogue_subtile=2, stream_k=True),
     _c(256, 128, 64, 8, 8, 3, "tma", stream_k=True),
-    # thin problems (33-128 rows): memory-bound tiles on the TMA kernel
+    # thin problems (33-384 rows): memory-bound tiles on the TMA kernel
     *THIN_TMA,
 )
 """The candidate configs for float16 and bfloat16 problems."""

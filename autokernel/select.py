@@ -61,24 +61,27 @@ def _stand_in(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> tor
     return torch.empty((rows, cols), dtype=dtype, device="meta")
 
 
-def why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int) -> str | None:
+def why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int,
+            aligned: bool = True) -> str | None:
     """Why candidate ``config`` is not considered for M x N x K, or None.
 
     Looser than the tuner's space: a candidate is dropped only where it cannot run as
-    itself (no TMA descriptor, nothing to split) or computes mostly padding."""
+    itself (no TMA descriptor, nothing to split) or computes mostly padding. ``aligned``:
+    ``rows_aligned`` of the problem (where it is false, the memory-bound TMA tiles of thin
+    problems stand in for the pointer kernels at any M up to their limit)."""
     return _why_not(config, m, n, k, tma, programs, max(16, _next_pow2(max(m, 1))),
-                    max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))))
+                    max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1))), aligned)
 
 
 def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: int,
-             m_cap: int, n_cap: int, k_cap: int) -> str | None:
+             m_cap: int, n_cap: int, k_cap: int, aligned: bool = True) -> str | None:
     """``why_not`` with each dimension's smallest covering tile (a power of two, >= 16) given."""
     if config.variant == "tma" and not tma:
         return "no TMA descriptor for these operands"
     bm = config.block_m
     if bm < (16 if m <= 64 else 32 if m <= 128 else 64):
         return f"block_m={bm} is too thin for M={m}"
-    if bm > m_cap:
+    if bm > m_cap and (aligned or not thin_tma(config)):
         return f"block_m={bm} exceeds M={m}"
     if m > THIN_TMA_MAX_M and thin_tma(config):
         return f"a memory-bound tile of thin problems, considered for M <= {THIN_TMA_MAX_M}"
@@ -359,9 +362,11 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     config's error 0.23 instead of 0.09 (docs/selector.md). Likewise the memory-bound TMA
     tiles of thin problems (``candidates.thin_tma``) outside the rows they are considered
     for: their constants describe them where they can be picked."""
-    if thin_tma(config) and not (config.block_m <= max(16, _next_pow2(row["m"])) and row["m"] <= THIN_TMA_MAX_M):
+    aligned = rows_aligned(row["k"], row.get("layout", "nt"))
+    if thin_tma(config) and not ((config.block_m <= max(16, _next_pow2(row["m"])) or not aligned)
+                                 and row["m"] <= THIN_TMA_MAX_M):
         return True
-    return tma and kernel_kind(config, tma) != "tma" and not rows_aligned(row["k"], row.get("layout", "nt"))
+    return tma and kernel_kind(config, tma) != "tma" and not aligned
 
 
 def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
@@ -630,9 +635,12 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     thin = 16 if m <= 64 else 32 if m <= 128 else 64
     for p in candidates:
         bm, bn, bk, split = p.bm, p.bn, p.bk, p.split
-        if (p.needs_tma and not tma) or bm < thin or bm > m_cap or bn > n_cap or bk > k_cap or p.key in seen:
+        if (p.needs_tma and not tma) or bm < thin or bn > n_cap or bk > k_cap or p.key in seen:
             continue
-        if p.max_m is not None and m > p.max_m:
+        if p.max_m is None:
+            if bm > m_cap:
+                continue
+        elif m > p.max_m or (bm > m_cap and aligned):
             continue
         if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
             continue

@@ -42,7 +42,7 @@ from autokernel.candidates import CANDIDATES
 from autokernel.config import KernelConfig, default_config, fit_error
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
-from autokernel.select import why_not
+from autokernel.select import rows_aligned, why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race, time_fn
 from autokernel.tuning.shapes import read_shapes
 
@@ -95,7 +95,7 @@ def measure(p: Problem, interpreter: bool, tuned: KernelConfig | None = None) ->
     autotune.enable(False)
     plans.clear_launch_cache()
     programs = runtime.sm_count() or 4
-    reach = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, programs) is None
+    reach = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, programs, rows_aligned(p.k, layout)) is None
              and (limit is None or fit_error(c, p.torch_dtype, limit, tma, p.bias, False) is None)]
     configs = []
     for c in [pick, first, default_config(p.m, p.n, p.k, p.torch_dtype), *([tuned] if tuned else []), *reach]:

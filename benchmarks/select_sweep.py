@@ -35,7 +35,7 @@ from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config, shared_memory_bytes
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
-from autokernel.select import why_not
+from autokernel.select import rows_aligned, why_not
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
 from autokernel.tuning.shapes import read_shapes
 
@@ -85,7 +85,8 @@ def sweep_problem(p: Problem, limit: int, extra: tuple = ()) -> list[dict]:
     TMA kernel can take the operands: a candidate's trial before it joins the set), each
     checked and raced with torch: one row per config, then torch's."""
     tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
-    configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count()) is None
+    aligned = rows_aligned(p.k, p.layout)
+    configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count(), aligned) is None
                and shared_memory_bytes(c, p.torch_dtype) <= limit]
     configs += [c for c in extra if c not in configs and (tma or c.variant != "tma")
                 and shared_memory_bytes(c, p.torch_dtype) <= limit]

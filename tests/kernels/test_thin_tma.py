@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autokernel import plans, select
-from autokernel.candidates import CANDIDATES, THIN_TMA, THIN_TMA_MAX_M
+from autokernel.candidates import CANDIDATES, THIN_TMA, THIN_TMA_MAX_M, thin_tma
 from autokernel.evaluate import reference_activation
 from autokernel.kernels import matmul_tma
 from autokernel.kernels.matmul_tma import TmaStreamKLaunch, sk_programs
@@ -51,9 +51,30 @@ def test_thin_tiles_are_candidates_for_thin_problems_only():
     for m in (THIN_TMA_MAX_M + 1, 4096):
         for c in THIN_TMA:
             assert "thin problems" in select.why_not(c, m, 8192, 4096, True, 132), (m, c.short())
-    # 64-row tiles on 32 rows or fewer compute mostly padding: left to the pointer kernels' thin tiles
+    # 64-row tiles on 32 rows or fewer compute mostly padding: left to the pointer kernels' thin tiles,
+    # unless those would load a masked K tail (rows along K not 16-aligned: K = 1000)
     assert all(select.why_not(c, 32, 8192, 4096, True, 132) for c in THIN_TMA)
+    assert all(select.why_not(c, 32, 8192, 1000, True, 132) for c in THIN_TMA)
+    for m in (1, 7, 32):
+        assert all(select.why_not(c, m, 8192, 1000, True, 132, aligned=False) is None for c in plain), m
+        assert all("stream-K" in select.why_not(c, m, 8192, 1000, True, 132, aligned=False)
+                   for c in THIN_TMA if c.stream_k), m
+    assert all(select.why_not(c, 8, 8192, 1000, False, 132, aligned=False) for c in THIN_TMA)  # no descriptor
     # the stream-K twins where the tiles are fewer than the SMs, from STREAMK_FEW_MIN_M rows
     twins = [c for c in THIN_TMA if c.stream_k]
     assert all(select.why_not(c, 100, 2048, 8192, True, 132) is None for c in twins)
     assert all(select.why_not(c, 60, 2048, 8192, True, 132) for c in twins)
+
+
+def test_the_pick_takes_a_thin_tile_where_the_pointer_kernels_would_load_a_masked_k_tail():
+    from autokernel import best
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    for m in (1, 5, 24):
+        unaligned = best.pick(m, 1664, 1000, torch.float16, "none", False, "nt", device=h100)
+        assert thin_tma(unaligned.choice.config), (m, unaligned.choice.config.short())
+        aligned = best.pick(m, 1664, 1024, torch.float16, "none", False, "nt", device=h100)
+        assert aligned.choice.config.variant != "tma", (m, aligned.choice.config.short())
+    # past 128 rows the model scores them beside every other candidate
+    scored = best.pick(231, 3840, 3712, torch.float16, "none", False, "nt", device=h100, rank=True)
+    assert any(thin_tma(p.config) for us, p, _ in scored.choice.scores if us is not None)

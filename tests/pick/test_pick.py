@@ -46,7 +46,7 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         if all(config != c for c, _ in pool) and fits(config):
             pool.append((config, source))
     for c in CANDIDATES:
-        if fits(c) and all(c != p for p, _ in pool) and select.why_not(c, m, n, k, tma, model.programs) is None:
+        if fits(c) and all(c != p for p, _ in pool) and select.why_not(c, m, n, k, tma, model.programs, aligned) is None:
             pool.append((c, "candidate"))
     if tma and not aligned and any(select.kernel_kind(c, tma) == "tma" for c, _ in pool):
         pool = [(c, s) for c, s in pool if select.kernel_kind(c, tma) == "tma"]
