@@ -667,11 +667,13 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         units = -(-m // p.bm) * -(-n // p.bn) * split
         k_per = float(-(-(-(-k1 // split)) // bk) * bk)
         tile_us = p.a + p.b * k_per
-        if p.sk_tail:
-            sk_progs = sk_programs(units, programs, -(-k1 // bk))
+        # A TMA stream-K config whose tiles leave no tail to cut (a tuned entry or the
+        # default: the candidates' rules skip those) runs the plain kernel (plan_matmul_tma).
+        cut = p.sk_tail and (sk_progs := sk_programs(units, programs, -(-k1 // bk))) != units % programs
+        if cut:
             waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize)
         else:
-            waves = units / programs if p.stream_k else float(-(-units // programs))
+            waves = units / programs if p.stream_k and not p.sk_tail else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
         compute = waves * tile_us
         memory = nbytes / p.bandwidth * 1e6
@@ -682,7 +684,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         us = total ** _INV_P + p.d
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
-        if p.sk_tail:
+        if cut:
             us += streamk_fixup_us(sk_progs, p.bm, p.bn)
         scores.append((us, p, source))
     scores = tuple(scores)

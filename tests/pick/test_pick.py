@@ -55,9 +55,12 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         found = model.constants_for(c, tma)
         f = select.features(c, m, n, k, dtype, tma, model.programs)
         us = found[0].predict_us(*f, b_rows=b_rows) if found else None
-        if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
-            units = -(-m // c.block_m) * -(-n // c.block_n)
-            sk = sk_programs(units, model.programs, -(-max(k, 1) // c.block_k))
+        units = -(-m // c.block_m) * -(-n // c.block_n)
+        sk = sk_programs(units, model.programs, -(-max(k, 1) // c.block_k))
+        if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma" and sk == units % model.programs:
+            # no tail to cut: the plain kernel runs, in whole waves
+            us = found[0].predict_us(float(-(-units // model.programs)), *f[1:], b_rows=b_rows)
+        elif us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
             waves = select.streamk_waves(units, model.programs, sk, found[0].a, found[0].b * f[1], c.block_m,
                                          c.block_n, max(k, 1), dtype.itemsize)
             us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(sk, c.block_m, c.block_n)
@@ -115,6 +118,28 @@ def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
             assert (fast.config, fast.source) == (config, source), where
             # Every prediction, bit for bit, in the pool's order.
             assert [(p.config, s, us) for us, p, s in fast.scores] == scores, where
+
+
+def test_a_tuned_stream_k_config_with_no_tail_to_cut_is_scored_as_the_plain_kernel(h100):
+    # A TMA stream-K entry (a user's tuned file, a nearby shipped entry) meets a problem
+    # whose tiles fill whole waves, or whose tail would be cut in one chunk: the launch runs
+    # the plain kernel, and the selector scores it so (it once divided by the empty tail).
+    model = best.selector_model(H100)
+    sk = CANDIDATES[0].model_copy(update=dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3,
+                                              variant="tma", flatten=True, stream_k=True))
+    plain = sk.model_copy(update={"stream_k": False})
+    default = default_config(1536, 2816, 4096, torch.float16, gpu=True)
+    for m, n, k in ((1536, 2816, 4096), (1536, 2816, 64), (3072, 2816, 4096), (1536, 1536, 1536)):
+        units = -(-m // 128) * -(-n // 256)
+        assert sk_programs(units, 132, -(-k // 64)) == units % 132, (m, n, k)  # nothing cut
+        for tuned in (((sk, "env"),), ((plain, "env"),)):
+            ranked = select.choose(model, m, n, k, torch.float16, tma=True, default=default, tuned=tuned)
+            reference = reference_choose(model, m, n, k, torch.float16, tma=True, default=default, tuned=tuned,
+                                         fits=lambda c: True, aligned=True)
+            assert (ranked.config, ranked.source) == reference[:2]
+        scored = {p.config: us for us, p, _ in select.choose(model, m, n, k, torch.float16, tma=True,
+                                                             default=default, tuned=((sk, "env"), (plain, "x"))).scores}
+        assert scored[sk] == scored[plain], (m, n, k)
 
 
 def test_the_shipped_model_knows_its_errors_and_a_file_without_them_keeps_the_margin(h100):
