@@ -600,7 +600,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
-    it is one) are left out while a TMA config remains. ``b_rows``: B is row-major
+    it is one) are left out while a TMA config the model can score remains. ``b_rows``: B is row-major
     (``b_row_major``).
 
     ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
@@ -652,7 +652,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             elif -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
         pool.append((p, "candidate"))
-    if tma and not aligned and any(p.kind == "tma" for p, _ in pool):
+    if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
     # The predictions: features() and Constants.predict_us written out on each candidate's
     # numbers, operation for operation (the same floats; tests compare the two).

@@ -48,7 +48,8 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     for c in CANDIDATES:
         if fits(c) and all(c != p for p, _ in pool) and select.why_not(c, m, n, k, tma, model.programs, aligned) is None:
             pool.append((c, "candidate"))
-    if tma and not aligned and any(select.kernel_kind(c, tma) == "tma" for c, _ in pool):
+    if tma and not aligned and any(select.kernel_kind(c, tma) == "tma" and model.constants_for(c, tma) is not None
+                                   for c, _ in pool):
         pool = [(c, s) for c, s in pool if select.kernel_kind(c, tma) == "tma"]
     scores = []
     for c, s in pool:
@@ -140,6 +141,18 @@ def test_a_tuned_stream_k_config_with_no_tail_to_cut_is_scored_as_the_plain_kern
         scored = {p.config: us for us, p, _ in select.choose(model, m, n, k, torch.float16, tma=True,
                                                              default=default, tuned=((sk, "env"), (plain, "x"))).scores}
         assert scored[sk] == scored[plain], (m, n, k)
+
+
+def test_unaligned_rows_keep_the_pointer_kernels_when_no_tma_config_can_be_scored(h100):
+    # K = 56 rows of A are not 16-aligned; the only TMA config is a tuned entry the model has
+    # no constants for: the default stays (leaving it out too once left nothing to score).
+    model = best.selector_model(H100)
+    odd = CANDIDATES[0].model_copy(update=dict(block_m=32, block_n=64, block_k=16, num_stages=6, variant="tma"))
+    assert model.constants_for(odd, True) is None
+    default = default_config(1, 3328, 56, torch.float16, gpu=True)
+    ranked = select.choose(model, 1, 3328, 56, torch.float16, tma=True, default=default, tuned=((odd, "env"),),
+                           aligned=False)
+    assert ranked.config == default and ranked.source == "default"
 
 
 def test_the_shipped_model_knows_its_errors_and_a_file_without_them_keeps_the_margin(h100):
