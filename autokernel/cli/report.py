@@ -25,6 +25,10 @@ def report(
         "--plots-dir", help="Where the PNG charts go, one per suite, linked from the markdown "
                             "(default: img/ beside --output; none on stdout).")] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Write the markdown without charts.")] = False,
+    classes: Annotated[str | None, typer.Option(
+        "--classes", metavar="CHECK", help="A selector check (benchmarks/select_sweep.py) whose geomeans per "
+                                           "problem class (decode, skinny, mid, large) the suite report shows "
+                                           "too.")] = None,
 ) -> None:
     """Regenerate the benchmark report from measured results: per shape and dtype Triton,
     cuBLAS, eager fused, cuBLASLt's epilogue and torch.compile side by side, speedups by GPU
@@ -41,7 +45,7 @@ def report(
     try:
         with warnings.catch_warnings(record=True) as caught:  # the reader's skipped rows: one line each
             warnings.simplefilter("always")
-            rep, charts = write_report(results, output, plots_dir)
+            rep, charts = write_report(results, output, plots_dir, classes)
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:

@@ -146,3 +146,30 @@ def test_cli_on_the_shipped_check(name, overall):
     result = runner.invoke(app, ["report", str(ROOT / "benchmarks" / "results" / name)])
     assert result.exit_code == 0, result.output
     assert class_table(result.stdout)["all"][:2] == ["60", overall]
+
+
+def test_a_suite_report_shows_a_checks_classes(tmp_path):
+    from tests.measure.test_report import TIMES, synthetic_row
+
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("".join(json.dumps(synthetic_row(*t)) + "\n" for t in TIMES))
+    check = tmp_path / "check.jsonl"
+    check.write_text("".join(json.dumps(r) + "\n" for r in check_rows()))
+    out = tmp_path / "BENCHMARKS.md"
+    result = runner.invoke(app, ["report", str(suite), "--classes", str(check), "-o", str(out), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    md = out.read_text()
+    assert f"autokernel report {suite} --classes {check}`" in md.splitlines()[2]
+    section = md.split(f"## By problem class: {check}", 1)[1]
+    assert "## squares" not in section and "5 problems" in section
+    assert class_table("## By class" + section) == class_table(selector_report(check_rows(), str(check)))
+    # a check of another device, a check given as the results, a suite given as the check: one line each
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in check_rows(device="another GPU")))
+    for args, message in (([str(suite), "--classes", str(other)], "report one device at a time"),
+                          ([str(check), "--classes", str(check)], "is a selector check"),
+                          ([str(suite), "--classes", str(suite)], "not a selector check")):
+        result = runner.invoke(app, ["report", *args, "-o", str(out), "--no-plots"])
+        assert result.exit_code == 2 and message in result.stderr, result.output
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert out.read_text() == md  # the page written before is kept
