@@ -25,7 +25,8 @@ def operands(m, n, k, seed):
 
 @interpreter_only
 @pytest.mark.parametrize("config", THIN_TMA, ids=lambda c: c.short())
-@pytest.mark.parametrize("m,n,k,programs", [(1, 200, 384, 4), (37, 160, 2048, 9), (100, 120, 2176, 9)])
+@pytest.mark.parametrize("m,n,k,programs", [(1, 200, 384, 4), (5, 96, 1000, 4), (37, 160, 2048, 9), (100, 120, 2176, 9),
+                                            (200, 56, 2176, 9)])
 def test_thin_problems_in_64_row_tiles_every_epilogue(config, m, n, k, programs):
     a, b, bias = operands(m, n, k, m * 7 + n)
     act = ["gelu_tanh", "silu", "relu"][m % 3]
@@ -35,7 +36,7 @@ def test_thin_problems_in_64_row_tiles_every_epilogue(config, m, n, k, programs)
     assert ops is not None and ops[1][1]  # B read through a descriptor over the weight's rows
     launch = matmul_tma.plan_matmul_tma(a, b, c, bias, act, 0.0, config, ops, True, z=z, programs=programs)
     launch(a, b, c, bias, z)
-    if config.stream_k and m > 64:  # 2 or 4 tiles on 9 programs, 17 K steps: each tile cut in 2 chunks
+    if config.stream_k and m > 64:  # 2 to 4 tiles on 9 programs, 17 K steps: each tile cut in 2 chunks
         assert isinstance(launch, TmaStreamKLaunch)
         assert sk_programs(-(-m // 64) * -(-n // config.block_n), programs, 17) > 2
     z_ref = a.double() @ b.double() + bias.double()
