@@ -640,7 +640,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if p.max_m is None:
             if bm > m_cap:
                 continue
-        elif m > p.max_m or (bm > m_cap and aligned):
+        elif m > p.max_m or (bm > m_cap and aligned):  # the thin tiles (_why_not's rules for them)
             continue
         if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
             continue
