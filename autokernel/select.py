@@ -81,10 +81,12 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
     bm = config.block_m
     if bm < (16 if m <= 64 else 32 if m <= 128 else 64):
         return f"block_m={bm} is too thin for M={m}"
-    if bm > m_cap and (aligned or not thin_tma(config)):
+    if thin_tma(config):
+        why = _thin_why_not(bm, m, m_cap, aligned)
+        if why is not None:
+            return why
+    elif bm > m_cap:
         return f"block_m={bm} exceeds M={m}"
-    if m > THIN_TMA_MAX_M and thin_tma(config):
-        return f"a memory-bound tile of thin problems, considered for M <= {THIN_TMA_MAX_M}"
     if config.block_n > n_cap:
         return f"block_n={config.block_n} exceeds N={n}"
     if config.block_k > k_cap:
@@ -104,6 +106,17 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
                         "with fewer tiles than SMs")
         elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
+    return None
+
+
+def _thin_why_not(bm: int, m: int, m_cap: int, aligned: bool) -> str | None:
+    """The rows rule of a THIN_TMA tile of ``bm`` rows (``_why_not``'s, and the fit's rows,
+    ``_left_out``): taller than M (``m_cap``) only where the rows are not ``aligned``, and
+    at most THIN_TMA_MAX_M rows."""
+    if bm > m_cap and aligned:
+        return f"block_m={bm} exceeds M={m}"
+    if m > THIN_TMA_MAX_M:
+        return f"a memory-bound tile of thin problems, considered for M <= {THIN_TMA_MAX_M}"
     return None
 
 
@@ -363,8 +376,8 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     tiles of thin problems (``candidates.thin_tma``) outside the rows they are considered
     for: their constants describe them where they can be picked."""
     aligned = rows_aligned(row["k"], row.get("layout", "nt"))
-    if thin_tma(config) and not ((config.block_m <= max(16, _next_pow2(row["m"])) or not aligned)
-                                 and row["m"] <= THIN_TMA_MAX_M):
+    m = row["m"]
+    if thin_tma(config) and _thin_why_not(config.block_m, m, max(16, _next_pow2(m)), aligned) is not None:
         return True
     return tma and kernel_kind(config, tma) != "tma" and not aligned
 
@@ -486,7 +499,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
-                 "stream_k", "sk_tail", "flatten", "max_m", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+                 "stream_k", "sk_tail", "flatten", "thin", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -496,7 +509,7 @@ class _Prepared:
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         self.flatten = config.flatten
-        self.max_m = THIN_TMA_MAX_M if thin_tma(config) else None
+        self.thin = thin_tma(config)
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
@@ -637,10 +650,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         bm, bn, bk, split = p.bm, p.bn, p.bk, p.split
         if (p.needs_tma and not tma) or bm < thin or bn > n_cap or bk > k_cap or p.key in seen:
             continue
-        if p.max_m is None:
-            if bm > m_cap:
+        if p.thin:  # _thin_why_not
+            if (bm > m_cap and aligned) or m > THIN_TMA_MAX_M:
                 continue
-        elif m > p.max_m or (bm > m_cap and aligned):  # the thin tiles (_why_not's rules for them)
+        elif bm > m_cap:
             continue
         if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
             continue
