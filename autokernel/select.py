@@ -6,9 +6,10 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     waves  = ceil(units / SMs)                             the busiest SM's tiles (stream-K:
                                                            units / SMs, not rounded)
     T      = smoothmax(waves * (a_c + b_c * K / split_k),  the tiles' compute and loads
-                       bytes / (bandwidth * e_c),          the problem's own bytes
-                       l2_bytes / (L2 bandwidth * g_c))    the operands as the tiles read them
+                       memory)
              + d_c                                         launch, split-K's second pass, tails
+    memory = sharpmax(bytes / (bandwidth * e_c),           the problem's own bytes
+                      l2_bytes / (L2 bandwidth * g_c))     the operands as the tiles read them
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
 The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
@@ -124,6 +125,21 @@ def _thin_why_not(bm: int, m: int, m_cap: int, aligned: bool) -> str | None:
 
 SMOOTH_P = 3.0
 """The smooth maximum of the compute and memory terms: (x^p + y^p)^(1/p)."""
+MEMORY_P = 8.0
+"""The sharper maximum of the two memory terms (DRAM and L2), taken before they meet the
+compute term: the operands stream from DRAM through L2 into the SMs, a pipeline whose slower
+stage sets the time, not a sum. With all three terms in one smooth maximum at SMOOTH_P, a
+memory-bound tile at both bounds at once was over-predicted (a thin TMA tile at 128x3584x18944
+bf16: 71 µs predicted, 54 measured) and lost its picks to slower pointer tiles. Replayed on the
+recorded H100 sweeps (docs/selector.md): 10-fold CV over 1184 shapes, pick / best 0.979 ->
+0.982 (0.981 at 5); on 440 fresh shapes fitted without them, 0.981 -> 0.983."""
+
+
+def _memory_max(dram_us: float, l2_us: float) -> float:
+    """The memory side of the model: the DRAM and L2 terms' sharp maximum (MEMORY_P)."""
+    return (dram_us ** MEMORY_P + l2_us ** MEMORY_P) ** (1 / MEMORY_P)
+
+
 L2_BANDWIDTH = 12.0e12
 """A nominal L2 bandwidth (bytes per second), a ceiling: each config's fitted fraction g of
 it is what its tiles' operand reads reach. Bounded, it fitted better than unbounded: 10-fold
@@ -269,10 +285,9 @@ class Constants:
         """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view."""
         compute = waves * (self.a + self.b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * self.e) * 1e6
-        total = compute ** SMOOTH_P + memory ** SMOOTH_P
         if self.g is not None:
-            total += (l2_bytes / (L2_BANDWIDTH * self.g) * 1e6) ** SMOOTH_P
-        us = total ** (1 / SMOOTH_P) + self.d
+            memory = _memory_max(memory, l2_bytes / (L2_BANDWIDTH * self.g) * 1e6)
+        us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + self.d
         if b_rows and self.r is not None:
             us *= math.exp(self.r)
         return us
@@ -345,7 +360,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
         compute = waves * (a + b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
         l2 = l2_bytes / (L2_BANDWIDTH * g_l2) * 1e6
-        pred = (compute ** SMOOTH_P + memory ** SMOOTH_P + l2 ** SMOOTH_P) ** (1 / SMOOTH_P) + d
+        memory = _memory_max(memory, l2)
+        pred = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + d
         loss = ((pred.log() + theta[idx, 5] * b_rows - t.log()) ** 2).mean()
         means = torch.zeros(len(kind_ids), 6, dtype=torch.float64).index_add(0, kind_of, theta)
         counts = torch.zeros(len(kind_ids), dtype=torch.float64).index_add(0, kind_of, torch.ones(n_cfg, dtype=torch.float64))
@@ -425,7 +441,9 @@ sweeps (536 shapes, against a flat 3 % margin: picks more than 2 % slower than t
 37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984; again on 696 shapes with the per-SM
 waves, z = 0.2-0.4 against 0.3: docs/selector.md)."""
 
-SCHEMA = 1
+SCHEMA = 2
+"""Schema 2: the memory terms meet in their own sharp maximum (MEMORY_P); a file of schema 1
+was fitted with all three terms in one smooth maximum, and its constants mean other times."""
 
 
 @dataclass(frozen=True)
@@ -690,11 +708,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
         compute = waves * tile_us
         memory = nbytes / p.bandwidth * 1e6
-        total = compute ** SMOOTH_P + memory ** SMOOTH_P
         if p.l2_bandwidth is not None:
             l2_bytes = float((m * k * -(-n // p.bn) + k * n * -(-m // p.bm)) * itemsize)
-            total += (l2_bytes / p.l2_bandwidth * 1e6) ** SMOOTH_P
-        us = total ** _INV_P + p.d
+            memory = _memory_max(memory, l2_bytes / p.l2_bandwidth * 1e6)
+        us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
         if cut:

@@ -106,6 +106,38 @@ def test_the_stream_k_tail_fits_no_constants_of_its_own():
     assert select.fit_errors(model, rows) == select.fit_errors(model, without)
 
 
+
+def test_dram_and_l2_terms_meet_in_a_sharp_maximum():
+    """A memory-bound tile whose DRAM and L2 terms are both at their bound runs at about the
+    slower of the two (the bytes stream through both in a pipeline), not at their sum; the
+    compute term still adds in the softer SMOOTH_P maximum. ``choose`` predicts alike."""
+    c = select.Constants(a=0.0, b=0.0, e=1.0, d=0.0, g=1.0)
+    both = c.predict_us(0.0, 0.0, select.COPY_BANDWIDTH * 100e-6, select.L2_BANDWIDTH * 100e-6)  # 100 µs each
+    assert 100.0 < both < 100.0 * 2 ** (1 / 6)
+    assert both == pytest.approx(select._memory_max(100.0, 100.0))
+    with_compute = select.Constants(a=100.0, b=0.0, e=1.0, d=0.0, g=1.0).predict_us(
+        1.0, 0.0, select.COPY_BANDWIDTH * 100e-6, select.L2_BANDWIDTH * 100e-6)
+    assert with_compute == pytest.approx((100.0 ** select.SMOOTH_P + both ** select.SMOOTH_P) ** (1 / select.SMOOTH_P))
+    config = next(x for x in CANDIDATES if x.variant == "tma" and x.block_m == 64)
+    fitted = select.Constants(a=1.5, b=0.002, e=0.9, d=2.0, g=0.9, r=0.0)
+    model = select.Model("GPU X", 132, {select.config_id(config): fitted})
+    m, n, k = 128, 3584, 18944
+    scores = select.choose(model, m, n, k, torch.float16, tma=True, default=config).scores
+    f = select.features(config, m, n, k, torch.float16, True, 132)
+    assert scores[0][0] == fitted.predict_us(*f)
+
+
+def test_a_selector_file_of_the_old_form_is_refused_in_one_line():
+    """Schema 1 files put all three terms in one smooth maximum: their constants mean other
+    times under this model, so reading one says so instead of mispredicting."""
+    model = select.Model("GPU X", 132, {select.config_id(CANDIDATES[0]): select.Constants(1.0, 0.01, 0.9, 2.0)})
+    old = json.loads(model.to_json())
+    assert old["schema"] == select.SCHEMA
+    old["schema"] = 1
+    with pytest.raises(ValueError) as err:
+        select.Model.from_json(json.dumps(old), "old.json")
+    assert "schema 1" in str(err.value) and "\n" not in str(err.value)
+
 def test_model_json_round_trips_and_a_bad_file_is_one_line():
     model = select.Model("GPU X", 132, {select.config_id(CANDIDATES[0]): select.Constants(1.0, 0.01, 0.9, 2.0)})
     again = select.Model.from_json(model.to_json())
