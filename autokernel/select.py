@@ -13,9 +13,10 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
 The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
-data-parallel twin's constants, its waves the whole ones plus one chunk of a tail tile
-(``streamk_waves``; with fewer tiles than SMs, no whole wave: every tile is the tail),
-plus the fix-up's time (``streamk_fixup_us``).
+data-parallel twin's constants, its waves the whole ones plus one chunk of a tail tile, or
+the longer of a head and one program's tails where the tail is cut so (``streamk_waves``,
+``tail_cut``; with fewer tiles than SMs, no whole wave: every tile is the tail), plus the
+fix-up's time (``streamk_fixup_us``).
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
 fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
@@ -39,7 +40,7 @@ import torch
 from autokernel.candidates import CANDIDATES, THIN_TMA_MAX_M, thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.kernels.fit import kernel_for
-from autokernel.kernels.matmul_tma import sk_programs, tma_operands
+from autokernel.kernels.matmul_tma import tail_cut, tma_operands
 from autokernel.records import torch_dtype
 
 
@@ -100,7 +101,7 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
     if config.stream_k:
         tiles = -(-m // bm) * -(-n // config.block_n)
         if kernel_kind(config, tma) == "tma":
-            sk_progs = sk_programs(tiles, programs, -(-k // config.block_k))
+            sk_progs = tail_cut(tiles, programs, -(-k // config.block_k))[0]
             if not streamk_applies(m, tiles, programs, sk_progs, config.flatten):
                 return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut in chunks, and "
                         f"M >= {STREAMK_MIN_M} after whole waves (a flattened config) or M >= {STREAMK_FEW_MIN_M} "
@@ -170,18 +171,25 @@ in pieces (680 pairs; RMS log error of the predicted ratio): 3e12 (COPY_BANDWIDT
 
 
 def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: float, bm: int, bn: int, k: int,
-                  itemsize: int) -> float:
+                  itemsize: int, head: float = 0.0) -> float:
     """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
     wave: a tile's fixed ``a`` plus its K loop's ``k_us``): the whole waves, then the tail
     as a fraction of a wave: one chunk of a tail tile's K loop with its fixed part
-    (``sk_progs``, from ``sk_programs``, gives the chunks), or the tail's operand reads at
-    TAIL_BANDWIDTH, whichever is longer."""
+    (``sk_progs``, from ``tail_cut``, gives the chunks), or the tail's operand reads at
+    TAIL_BANDWIDTH, whichever is longer. ``head``: the share of a tile's K steps in its head
+    where the tail is cut in a head and tails (``tail_cut``): the longer of a head and the
+    tails one program runs."""
     full, tail = divmod(units, programs)
-    chunks = sk_progs // tail
+    if head:
+        rounds = -(-tail // (programs - tail))
+        share, chunk_us = max(head, rounds * (1 - head)), max(a + k_us * head, rounds * (a + k_us * (1 - head)))
+    else:
+        chunks = sk_progs // tail
+        share, chunk_us = 1 / chunks, k_us / chunks + a
     if a + k_us <= 0:  # constants that give a tile no time (made-up ones): the chunk's share of a wave
-        return full + 1 / chunks
+        return full + share
     reads_us = tail * (bm + bn) * k * itemsize / TAIL_BANDWIDTH * 1e6
-    return full + max(k_us / chunks + a, reads_us) / (a + k_us)
+    return full + max(chunk_us, reads_us) / (a + k_us)
 
 
 def streamk_fixup_us(sk_progs: int, bm: int, bn: int) -> float:
@@ -208,7 +216,7 @@ decode class (M <= 64, the pointer kernels' thin tiles and split-K) was not."""
 
 def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool) -> bool:
     """Whether the selector scores the TMA kernel's stream-K tail for these tiles: a partial
-    wave whose tiles are cut in two chunks or more (``sk_progs``, from ``sk_programs``; one
+    wave whose tiles are cut in two chunks or more (``sk_progs``, from ``tail_cut``; one
     chunk: the plain kernel runs), after whole waves for M of STREAMK_MIN_M or more, or
     alone (fewer tiles than SMs: every tile is the tail, cut along K as split-K is) for M
     of STREAMK_FEW_MIN_M or more.
@@ -678,7 +686,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if p.stream_k:
             tiles = -(-m // bm) * -(-n // bn)
             if p.sk_tail:
-                if not streamk_applies(m, tiles, programs, sk_programs(tiles, programs, -(-k // bk)), p.flatten):
+                if not streamk_applies(m, tiles, programs, tail_cut(tiles, programs, -(-k // bk))[0], p.flatten):
                     continue
             elif -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
@@ -700,9 +708,15 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         tile_us = p.a + p.b * k_per
         # A TMA stream-K config whose tiles leave no tail to cut (a tuned entry or the
         # default: the candidates' rules skip those) runs the plain kernel (plan_matmul_tma).
-        cut = p.sk_tail and (sk_progs := sk_programs(units, programs, -(-k1 // bk))) != units % programs
+        if p.sk_tail:
+            k_steps = -(-k1 // bk)
+            sk_progs, head = tail_cut(units, programs, k_steps)
+            cut = sk_progs != units % programs
+        else:
+            cut = False
         if cut:
-            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize)
+            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize,
+                                  head / k_steps)
         else:
             waves = units / programs if p.stream_k and not p.sk_tail else float(-(-units // programs))
         nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)

@@ -199,12 +199,44 @@ def sk_programs(tiles: int, programs: int, k_tiles: int) -> int:
     return tail * max(1, min(SK_SPLIT, programs // tail, k_tiles // MIN_CHUNK_STEPS))
 
 
+HEAD_AND_TAILS_MAX_ROUNDS = 4
+"""The most tails one program runs where a tail of more tiles than half the programs is cut in
+a head and a tail (``sk_head_steps``): r rounds make the tail wave r / (r + 1) as long."""
+
+
+def sk_head_steps(tiles: int, programs: int, k_tiles: int) -> int:
+    """Where the stream-K tail holds more tiles than half the programs (whole chunks cannot
+    spread it: ``sk_programs`` gives one per tile), the K steps of each tail tile's head; 0
+    where the tail is not cut so. Each tail tile is cut at the same step in a head and a
+    tail: one program per head, the other programs r = cdiv(tail, programs - tail) tails
+    each, so the head takes r / (r + 1) of the steps; at most HEAD_AND_TAILS_MAX_ROUNDS
+    rounds, and tails of MIN_CHUNK_STEPS steps or more."""
+    tail = tiles % programs
+    if not tail or programs // tail != 1:
+        return 0
+    rounds = -(-tail // (programs - tail))
+    head = k_tiles * rounds // (rounds + 1)
+    return head if rounds <= HEAD_AND_TAILS_MAX_ROUNDS and k_tiles - head >= MIN_CHUNK_STEPS else 0
+
+
+def tail_cut(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
+    """How the stream-K tail of ``tiles`` output tiles of ``k_tiles`` steps is cut on a grid
+    of ``programs``: (partials, head steps). A tail of more tiles than half the programs in a
+    head and a tail per tile (``sk_head_steps``: 2 * tail partials); else in whole chunks
+    (``sk_programs``: a partial per chunk, head steps 0). Partials equal to the tail's tiles
+    (0 where there is no tail): nothing is cut, the plain kernel runs."""
+    head = sk_head_steps(tiles, programs, k_tiles)
+    if head:
+        return 2 * (tiles % programs), head
+    return sk_programs(tiles, programs, k_tiles), 0
+
+
 @triton.jit
 def _matmul_tma_streamk_kernel(
     a_desc, b_desc, c_desc, bias_ptr, z_ptr, ws_ptr,
     M, N, K,
     stride_zm, stride_zn, stride_bias,
-    slope, dp_tiles, sk_progs,
+    slope, dp_tiles, sk_progs, head_steps,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
     ACTIVATION: tl.constexpr,
@@ -218,6 +250,7 @@ def _matmul_tma_streamk_kernel(
     NUM_PROGRAMS: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr,
     FLATTEN: tl.constexpr,
+    HEAD_AND_TAILS: tl.constexpr,
 ):
     """The persistent TMA kernel with a stream-K tail: the first ``dp_tiles`` tiles (whole
     waves) as ``_matmul_tma_kernel`` runs them, then the other tiles (the tail, fewer than
@@ -225,7 +258,14 @@ def _matmul_tma_streamk_kernel(
     program among the first ``sk_progs``: program p runs chunk p // tail of tail tile
     p % tail, so the programs of one chunk read the same K range at once (the tiles that
     share a row or column of the output share those reads in L2), and stores its float32
-    partial in slot p of ``ws_ptr`` for ``_streamk_fixup_kernel`` to sum."""
+    partial in slot p of ``ws_ptr`` for ``_streamk_fixup_kernel`` to sum.
+
+    HEAD_AND_TAILS (a tail of more tiles than half the programs, ``sk_head_steps``): each tail
+    tile cut at the same step, ``head_steps``, in two chunks: program t < tail runs the head
+    of tile t (slot t); the other programs run the tails (slot tail + t), tile
+    p - tail + j * (NUM_PROGRAMS - tail) in round j, the tails being shorter by as much
+    as a program runs more of them. Every head reads the same K range at once, and so does
+    every tail."""
     pid = tl.program_id(0)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
@@ -235,20 +275,36 @@ def _matmul_tma_streamk_kernel(
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    # Each tail tile cut into chunks = sk_progs / sk_tiles equal K ranges, one per
-    # program: the programs of one chunk read the same K range at once.
-    chunks = sk_progs // sk_tiles
-    t = pid % sk_tiles
-    chunk = tl.minimum(pid // sk_tiles, chunks)  # programs from sk_progs on: an empty range
-    k_first = (chunk * k_tiles) // chunks
-    k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
-    pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
-                  UPCAST, BLOCK_K)
-    if pid < sk_progs:
-        slot = pid.to(tl.int64) * (BLOCK_M * BLOCK_N)
-        tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
+    if HEAD_AND_TAILS:
+        helpers = NUM_PROGRAMS - sk_tiles
+        head = pid < sk_tiles
+        for j in range(tl.cdiv(sk_tiles, helpers)):
+            t = tl.where(head, pid, pid - sk_tiles + j * helpers)
+            k_first = tl.where(head, 0, head_steps)
+            # a head runs in round 0 only; a tail's round past the last tile is empty
+            k_last = tl.where(head, tl.where(j == 0, head_steps, 0), tl.where(t < sk_tiles, k_tiles, head_steps))
+            t = tl.minimum(t, sk_tiles - 1)
+            pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
+                          UPCAST, BLOCK_K)
+            slot = (t + tl.where(head, 0, sk_tiles)).to(tl.int64) * (BLOCK_M * BLOCK_N)
+            tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc, mask=k_first < k_last)
+    else:
+        # Each tail tile cut into chunks = sk_progs / sk_tiles equal K ranges, one per
+        # program: the programs of one chunk read the same K range at once.
+        chunks = sk_progs // sk_tiles
+        t = pid % sk_tiles
+        chunk = tl.minimum(pid // sk_tiles, chunks)  # programs from sk_progs on: an empty range
+        k_first = (chunk * k_tiles) // chunks
+        k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
+        pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
+                      UPCAST, BLOCK_K)
+        if pid < sk_progs:
+            slot = pid.to(tl.int64) * (BLOCK_M * BLOCK_N)
+            tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
 
 
 @triton.jit
@@ -468,14 +524,15 @@ def _specs(a_view, a_trans, b_view, b_trans, c, config) -> tuple:
 def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool, z,
                   programs: int) -> TmaLaunch:
     """``plan_matmul_tma`` for a config with ``stream_k``: whole waves data-parallel, the
-    tail's tiles cut along K (``_matmul_tma_streamk_kernel``), then the fix-up; where the
-    tiles fill whole waves, or the tail's would be cut in one chunk, the plain kernel runs."""
+    tail's tiles cut along K (``_matmul_tma_streamk_kernel``: ``tail_cut`` says how), then
+    the fix-up; where the tiles fill whole waves, or the tail is not worth cutting, the
+    plain kernel runs."""
     (a_view, a_trans), (b_view, b_trans) = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn = config.block_m, config.block_n
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    sk_progs = sk_programs(tiles, programs, triton.cdiv(K, config.block_k))
+    sk_progs, head = tail_cut(tiles, programs, triton.cdiv(K, config.block_k))
     if sk_progs == tiles % programs:  # no tail, or tail tiles not worth cutting: the plain kernel
         return plan_matmul_tma(a, b, c, bias, activation, slope, config.model_copy(update={"stream_k": False}),
                                operands, interpret, z, programs)
@@ -486,10 +543,10 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     kernel = KernelLaunch(
         _matmul_tma_streamk_kernel,
         (programs,),
-        (M, N, K, zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
+        (M, N, K, zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs, head),
         dict(**common, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=interpret and a.dtype == torch.bfloat16,
              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m, NUM_PROGRAMS=programs,
-             EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten),
+             EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten, HEAD_AND_TAILS=bool(head)),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )

@@ -135,22 +135,23 @@ def tma_streamk_variants():
     """The TMA kernel with a stream-K tail and its fix-up (kernels/matmul_tma.py)."""
     from autokernel.kernels.matmul_tma import FIXUP_PIECE, _matmul_tma_streamk_kernel, _streamk_fixup_kernel
 
-    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages) in [
-            ("float16", "none", False, True, 1, False, (128, 256, 8, 3)),
-            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4)),
-            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4))]:
+    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages), heads in [
+            ("float16", "none", False, True, 1, False, (128, 256, 8, 3), True),
+            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4), False),
+            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4), True)]:
         t = _TYPES[dtype]
         sig = {"a_desc": f"tensordesc<{t}{[64, bm] if a_trans else [bm, 64]}>",
                "b_desc": f"tensordesc<{t}{[bn, 64] if b_trans else [64, bn]}>",
                "c_desc": f"tensordesc<{t}{[bm, bn // subtile]}>", "bias_ptr": "*" + t, "z_ptr": "*" + t,
                "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_zm": "i32", "stride_zn": "i32",
-               "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32", "sk_progs": "i32"}
+               "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32", "sk_progs": "i32",
+               "head_steps": "i32"}
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans,
                       UPCAST=False, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, NUM_PROGRAMS=132,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, HEAD_AND_TAILS=heads)
         sig.update({name: "constexpr" for name in consts})
         yield (f"matmul_tma_streamk {dtype} {act} a_trans={a_trans} b_trans={b_trans} subtile={subtile} "
-               f"flatten={flatten} {bm}x{bn}", _matmul_tma_streamk_kernel, sig, consts,
+               f"flatten={flatten} heads={heads} {bm}x{bn}", _matmul_tma_streamk_kernel, sig, consts,
                {"num_warps": warps, "num_stages": stages})
         sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})

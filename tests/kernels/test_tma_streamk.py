@@ -12,7 +12,8 @@ from autokernel import plans
 from autokernel.config import KernelConfig
 from autokernel.evaluate import reference_activation
 from autokernel.kernels import matmul_tma
-from autokernel.kernels.matmul_tma import MIN_CHUNK_STEPS, SK_SPLIT, TmaLaunch, TmaStreamKLaunch, sk_programs
+from autokernel.kernels.matmul_tma import (HEAD_AND_TAILS_MAX_ROUNDS, MIN_CHUNK_STEPS, SK_SPLIT, TmaLaunch,
+                                           TmaStreamKLaunch, sk_programs, tail_cut)
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
                                 reason="places the tail with a programs count: the interpreter's launch")
@@ -50,7 +51,12 @@ CASES = {
     "a tail over 10 programs": (64, 64, 320, 11),  # 16 tiles: 11 whole, 5 in 2 chunks of 10 steps
     "M and N not multiples of the tile": (40, 56, 200, 4),  # 12 tiles: 3 waves, no tail: the plain kernel
     "chunks too short to cut": (48, 64, 160, 5),  # a tail of 2, 10 steps: the plain kernel
+    "a tail of more than half the programs": (32, 64, 480, 5),  # 8 tiles: 5 whole, 3 in a head of 20 steps
+    # and a tail of 10, two programs running the tails (two rounds)
+    "heads and three rounds of tails": (48, 16, 632, 4),  # 3 tiles on 4 programs: heads of 30 steps, tails of 10
+    "tails too short to cut": (32, 64, 320, 5),  # a tail of 3, 20 steps: tails of 7: the plain kernel
 }
+PLAIN = ("M and N not multiples of the tile", "chunks too short to cut", "tails too short to cut")
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -64,9 +70,9 @@ def test_tails_odd_shapes_transposed_views_every_epilogue(case, layout):
     z = torch.full((m, n), float("nan"), dtype=torch.float16)
     c, launch = run(a, b, bias, act, cfg(), programs, z=z)
     tiles = -(-m // 16) * -(-n // 16)
-    split = sk_programs(tiles, programs, -(-k // 16)) > tiles % programs
+    split = tail_cut(tiles, programs, -(-k // 16))[0] > tiles % programs
     assert isinstance(launch, TmaStreamKLaunch) == split and isinstance(launch, TmaLaunch)
-    assert split == (case not in ("M and N not multiples of the tile", "chunks too short to cut"))
+    assert split == (case not in PLAIN)
     z_ref = a.double() @ b.double() + bias.double()
     torch.testing.assert_close(z.double(), z_ref, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(c.double(), reference_activation(z_ref, act, 0.2), rtol=1e-2, atol=1e-2)
@@ -127,6 +133,35 @@ def test_chunks_cover_each_tail_tile_once():
                 assert chunks == 1 or k_tiles // chunks >= MIN_CHUNK_STEPS
                 steps = sorted(s for c in range(chunks) for s in range(c * k_tiles // chunks, (c + 1) * k_tiles // chunks))
                 assert steps == list(range(k_tiles))
+
+
+def test_heads_and_tails_cover_each_tail_tile_once():
+    """Where the tail holds more tiles than half the programs, the kernel's assignment in
+    Python: program t < tail runs the head of tile t, the others the tails in rounds; every
+    step of every tail tile runs once, no program runs more than HEAD_AND_TAILS_MAX_ROUNDS
+    tails, each at least MIN_CHUNK_STEPS steps, and the longest program is shorter than a
+    whole tile (else nothing is cut)."""
+    cut = 0
+    for programs in (3, 5, 9, 132):
+        for tail in range(programs // 2 + 1, programs):
+            for k_tiles in (8, 20, 24, 30, 100, 444):
+                partials, head = tail_cut(programs + tail, programs, k_tiles)
+                if not head:
+                    continue
+                cut += 1
+                helpers = programs - tail
+                rounds = -(-tail // helpers)
+                assert partials == 2 * tail and rounds <= HEAD_AND_TAILS_MAX_ROUNDS
+                assert k_tiles - head >= MIN_CHUNK_STEPS and head < k_tiles
+                runs = [(t, 0, head) for t in range(tail)]
+                runs += [(q + j * helpers, head, k_tiles) for q in range(helpers) for j in range(rounds)
+                         if q + j * helpers < tail]
+                for t in range(tail):
+                    steps = sorted(s for tile, lo, hi in runs if tile == t for s in range(lo, hi))
+                    assert steps == list(range(k_tiles)), (programs, tail, k_tiles)
+                longest = max(head, rounds * (k_tiles - head))
+                assert longest < k_tiles, (programs, tail, k_tiles)
+    assert cut > 20
 
 
 def test_matmul_takes_the_tail_where_the_config_asks_and_the_pointer_kernel_elsewhere(monkeypatch):

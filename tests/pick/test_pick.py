@@ -18,7 +18,7 @@ from autokernel import api, best, runtime, select
 from autokernel.candidates import CANDIDATES
 from autokernel.config import default_config, fit_error
 from autokernel.kernels.fit import fit_config
-from autokernel.kernels.matmul_tma import sk_programs, tma_operands
+from autokernel.kernels.matmul_tma import tail_cut, tma_operands
 from autokernel.records import Problem
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -57,13 +57,14 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
         f = select.features(c, m, n, k, dtype, tma, model.programs)
         us = found[0].predict_us(*f, b_rows=b_rows) if found else None
         units = -(-m // c.block_m) * -(-n // c.block_n)
-        sk = sk_programs(units, model.programs, -(-max(k, 1) // c.block_k))
+        k_steps = -(-max(k, 1) // c.block_k)
+        sk, head = tail_cut(units, model.programs, k_steps)
         if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma" and sk == units % model.programs:
             # no tail to cut: the plain kernel runs, in whole waves
             us = found[0].predict_us(float(-(-units // model.programs)), *f[1:], b_rows=b_rows)
         elif us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
             waves = select.streamk_waves(units, model.programs, sk, found[0].a, found[0].b * f[1], c.block_m,
-                                         c.block_n, max(k, 1), dtype.itemsize)
+                                         c.block_n, max(k, 1), dtype.itemsize, head / k_steps)
             us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(sk, c.block_m, c.block_n)
         scores.append((c, s, us))
     default_us = next((us for _, s, us in scores if s == "default"), None)
@@ -130,9 +131,9 @@ def test_a_tuned_stream_k_config_with_no_tail_to_cut_is_scored_as_the_plain_kern
                                               variant="tma", flatten=True, stream_k=True))
     plain = sk.model_copy(update={"stream_k": False})
     default = default_config(1536, 2816, 4096, torch.float16, gpu=True)
-    for m, n, k in ((1536, 2816, 4096), (1536, 2816, 64), (3072, 2816, 4096), (1536, 1536, 1536)):
+    for m, n, k in ((1536, 2816, 4096), (1536, 2816, 64), (3072, 2816, 4096), (1536, 1536, 512)):
         units = -(-m // 128) * -(-n // 256)
-        assert sk_programs(units, 132, -(-k // 64)) == units % 132, (m, n, k)  # nothing cut
+        assert tail_cut(units, 132, -(-k // 64))[0] == units % 132, (m, n, k)  # nothing cut
         for tuned in (((sk, "env"),), ((plain, "env"),)):
             ranked = select.choose(model, m, n, k, torch.float16, tma=True, default=default, tuned=tuned)
             reference = reference_choose(model, m, n, k, torch.float16, tma=True, default=default, tuned=tuned,

@@ -1,5 +1,6 @@
 """GPU check of the TMA kernel's stream-K tail: random problems with a partial last wave
-(and some with none, or with fewer tiles than SMs), every stream-K candidate, random dtype,
+(and some with none, or with fewer tiles than SMs; a sixth with a tail of more tiles than half
+the SMs cut in heads and tails), every stream-K candidate, random dtype,
 layout, bias and activation, the output poisoned with NaN first and compared with a float32
 reference; one in three also through autokernel.linear's forward and backward (Z stored by
 the tail's fix-up); each launch twice, bit for bit. Usage: python3 tma_streamk_check.py [N] [SEED]"""
@@ -8,24 +9,26 @@ import torch, autokernel as ak
 from autokernel.candidates import CANDIDATES
 from autokernel.config import ConfigError
 from autokernel.evaluate import reference, linear_reference
-from autokernel.kernels.matmul_tma import sk_programs
+from autokernel.kernels.matmul_tma import tail_cut
 
 n_cases, seed = (int(sys.argv[1]) if len(sys.argv) > 1 else 60), (int(sys.argv[2]) if len(sys.argv) > 2 else 1)
 rng = random.Random(seed)
 P = torch.cuda.get_device_properties(0).multi_processor_count
 SK = [c for c in CANDIDATES if c.stream_k]
-failed = tails = refused = 0
+failed = tails = heads = refused = 0
 for case in range(n_cases):
     cfg = rng.choice(SK)
     dtype = rng.choice([torch.float16, torch.bfloat16])
-    want = rng.choice(["tail"] * 4 + ["whole", "few"])
+    want = rng.choice(["tail"] * 3 + ["heads", "whole", "few"])
     while True:
         m = 8 * rng.randint(1, 700); n = 8 * rng.randint(1, 900); k = 8 * rng.randint(16, 800)
         tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+        partials, head = tail_cut(tiles, P, -(-k // cfg.block_k))
         kind = "few" if tiles < P else "whole" if tiles % P == 0 else "tail"
-        if kind == want or (want == "whole" and rng.random() < 0.05):
+        if kind == want or (want == "heads" and head) or (want == "whole" and rng.random() < 0.05):
             break
     tails += kind == "tail"
+    heads += bool(head)
     layout = rng.choice(["nn", "nt", "tn", "tt"])
     a = torch.randn(k, m, device="cuda", dtype=dtype).t() if layout[0] == "t" else torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(n, k, device="cuda", dtype=dtype).t() if layout[1] == "t" else torch.randn(k, n, device="cuda", dtype=dtype)
@@ -40,7 +43,7 @@ for case in range(n_cases):
     err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-2
     ok = bool(torch.isfinite(out).all()) and err < tol and torch.equal(out, again)
-    what = f"{m}x{n}x{k} {str(dtype)[6:]} {layout} {act} bias={bias is not None} {cfg.short()} tiles={tiles} ({kind}, {tiles % P} tail, {sk_programs(tiles, P, -(-k // cfg.block_k))} programs)"
+    what = f"{m}x{n}x{k} {str(dtype)[6:]} {layout} {act} bias={bias is not None} {cfg.short()} tiles={tiles} ({kind}, {tiles % P} tail, {partials} partials, head of {head} steps)"
     if ok and case % 3 == 0:
         x = a.detach().clone().requires_grad_()
         w = b.t().detach().clone().requires_grad_()
@@ -61,5 +64,5 @@ for case in range(n_cases):
                 ok = False; what += f" linear {name} err {e:.2e}"
     failed += not ok
     print(("ok   " if ok else "FAIL ") + what + f" err {err:.1e}", flush=True)
-print(f"{n_cases} cases ({tails} with a tail): {n_cases - failed} ok ({refused} of them refused Z's linear), {failed} failed")
+print(f"{n_cases} cases ({tails} with a tail, {heads} of all cut in heads and tails): {n_cases - failed} ok ({refused} of them refused Z's linear), {failed} failed")
 sys.exit(1 if failed else 0)

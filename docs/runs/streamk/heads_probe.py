@@ -1,0 +1,70 @@
+"""The TMA kernel's stream-K tail cut in a head and a tail per tile (a tail of more tiles than
+half the SMs, which whole chunks cannot spread: ``matmul_tma.sk_head_steps``), side by side with
+the same tile without the tail (data-parallel) and cuBLAS, on the problems of a shapes file
+where the cut applies to a TMA candidate. GPU time, timing.race; each output checked against a
+float32 reference. One CSV line per pair.
+    python3 docs/runs/streamk/heads_probe.py SHAPES.csv OUT.csv [BUDGET_S [MIN_M]]
+"""
+import sys, time
+import torch
+sys.path.insert(0, "benchmarks")
+from select_sweep import as_record, race_checked
+from autokernel import api, matmul, runtime
+from autokernel.candidates import CANDIDATES
+from autokernel.config import shared_memory_bytes
+from autokernel.kernels.matmul_tma import sk_head_steps
+from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
+from autokernel.tuning.shapes import read_shapes
+
+shapes, out_path = sys.argv[1], sys.argv[2]
+budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
+MIN_M = int(sys.argv[4]) if len(sys.argv) > 4 else 65
+t0 = time.time()
+P = runtime.sm_count()
+limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+dev = torch.device("cuda")
+twins = [c for c in CANDIDATES if c.variant == "tma" and c.stream_k and c.block_m >= 64 and c.block_n >= 128]
+n_done = 0
+with open(out_path, "w") as f:
+    f.write("m,n,k,dtype,activation,config,tail_tiles,head_steps,tile_steps,dp_us,heads_us,cublas_us,both_checked\n")
+    for p in read_shapes(shapes):
+        if p.m < MIN_M or not api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout):
+            continue
+        if time.time() - t0 > budget:
+            print("budget spent", flush=True)
+            break
+        runs = []
+        for twin in twins:
+            if shared_memory_bytes(twin, p.torch_dtype) > limit or twin.block_m > 2 * p.m:
+                continue
+            tiles = -(-p.m // twin.block_m) * -(-p.n // twin.block_n)
+            ks = -(-p.k // twin.block_k)
+            steps = sk_head_steps(tiles, P, ks)
+            if not steps:
+                continue
+            info = {"tiles": tiles, "tail": tiles % P, "ksteps": ks, "steps": steps}
+            runs.append(({"role": "dp", "label": twin.short(), **info}, twin.model_copy(update={"stream_k": False})))
+            runs.append(({"role": "heads", "label": twin.short(), **info}, twin))
+        if not runs:
+            continue
+
+        def make(i, p=p):
+            a, b, bias = p.make_inputs(dev, seed=3000 + i)
+            return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
+
+        sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+        rows = [{**p.to_dict(), **extra} for extra, _ in runs]
+        calls = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
+                 for row, (_, c) in zip(rows, runs)]
+        torch_ms = race_checked(p, calls, sets)
+        as_record(rows, torch_ms)
+        for d, r in zip(rows[::2], rows[1::2]):
+            f.write(f"{p.m},{p.n},{p.k},{p.dtype},{p.activation},{d['label']},{d['tail']},{d['steps']},{d['ksteps']},"
+                    f"{d['gpu_us']:.2f},{r['gpu_us']:.2f},{d['cublas_us']:.2f},{d['ok'] and r['ok']}\n")
+        f.flush()
+        n_done += 1
+        pairs = [(d["label"], d["gpu_us"], r["gpu_us"], d["tail"], d["steps"], d["ksteps"]) for d, r in zip(rows[::2], rows[1::2])]
+        print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: cublas {torch_ms*1e3:.1f}  "
+              + "  ".join(f"[{l} tail {t} {s}/{k}] dp {a:.1f} heads {b:.1f} ({a/b:.2f}x)" for l, a, b, t, s, k in pairs)
+              + ("" if all(r["ok"] for r in rows) else "  CHECK FAILED"), flush=True)
+print("done", n_done, "problems", round(time.time() - t0), "s")
