@@ -176,13 +176,15 @@ def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: floa
     wave: a tile's fixed ``a`` plus its K loop's ``k_us``): the whole waves, then the tail
     as a fraction of a wave: one chunk of a tail tile's K loop with its fixed part
     (``sk_progs``, from ``tail_cut``, gives the chunks), or the tail's operand reads at
-    TAIL_BANDWIDTH, whichever is longer. ``head``: the share of a tile's K steps in its head
-    where the tail is cut in a head and tails (``tail_cut``): the longer of a head and the
-    tails one program runs."""
+    TAIL_BANDWIDTH, whichever is longer. ``head``: the share of a tile's K steps in one head
+    where the tail is cut in heads and tails (``tail_cut``; ``sk_progs`` then gives the
+    heads): the longer of a head and the tails one program runs."""
     full, tail = divmod(units, programs)
     if head:
-        rounds = -(-tail // (programs - tail))
-        share, chunk_us = max(head, rounds * (1 - head)), max(a + k_us * head, rounds * (a + k_us * (1 - head)))
+        heads = sk_progs // tail - 1
+        rounds = -(-tail // (programs - heads * tail))
+        rest = 1 - heads * head
+        share, chunk_us = max(head, rounds * rest), max(a + k_us * head, rounds * (a + k_us * rest))
     else:
         chunks = sk_progs // tail
         share, chunk_us = 1 / chunks, k_us / chunks + a

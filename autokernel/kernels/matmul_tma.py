@@ -200,34 +200,45 @@ def sk_programs(tiles: int, programs: int, k_tiles: int) -> int:
 
 
 HEAD_AND_TAILS_MAX_ROUNDS = 4
-"""The most tails one program runs where a tail of more tiles than half the programs is cut in
-a head and a tail (``sk_head_steps``): r rounds make the tail wave r / (r + 1) as long."""
+"""The most tails one program runs where a tail's tiles are cut in heads and a tail
+(``sk_heads``): r rounds of tails make a program's share r / (1 + r * heads) of a tile."""
+HEADS_MAX = 2
+"""The most heads a tail tile is cut in (``sk_heads``): with more, equal chunks leave few
+SMs idle."""
 
 
-def sk_head_steps(tiles: int, programs: int, k_tiles: int) -> int:
-    """Where the stream-K tail holds more tiles than half the programs (whole chunks cannot
-    spread it: ``sk_programs`` gives one per tile), the K steps of each tail tile's head; 0
-    where the tail is not cut so. Each tail tile is cut at the same step in a head and a
-    tail: one program per head, the other programs r = cdiv(tail, programs - tail) tails
-    each, so the head takes r / (r + 1) of the steps; at most HEAD_AND_TAILS_MAX_ROUNDS
-    rounds, and tails of MIN_CHUNK_STEPS steps or more."""
+def sk_heads(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
+    """Where equal chunks would leave SMs idle through the stream-K tail (a tail of more
+    tiles than half the programs: one chunk each; more than a third: two), (heads per tail
+    tile, K steps of a head); (0, 0) where the tail is not cut so. Each tail tile is cut at
+    the same steps in q = programs // tail heads and a tail: one program per head, the other
+    programs r = cdiv(tail, programs - q * tail) tails each, the heads r / (1 + r q) of the
+    tile's steps (rounded up) so that a program's tails take no longer than a head. At most
+    HEADS_MAX heads and HEAD_AND_TAILS_MAX_ROUNDS rounds; the tails MIN_CHUNK_STEPS steps or
+    more, and the heads shorter than equal chunks by as much."""
     tail = tiles % programs
-    if not tail or programs // tail != 1:
-        return 0
-    rounds = -(-tail // (programs - tail))
-    head = k_tiles * rounds // (rounds + 1)
-    return head if rounds <= HEAD_AND_TAILS_MAX_ROUNDS and k_tiles - head >= MIN_CHUNK_STEPS else 0
+    if not tail or programs // tail > HEADS_MAX:
+        return 0, 0
+    heads = programs // tail
+    helpers = programs - heads * tail
+    if not helpers or -(-tail // helpers) > HEAD_AND_TAILS_MAX_ROUNDS:
+        return 0, 0
+    rounds = -(-tail // helpers)
+    head = -(-k_tiles * rounds // (1 + rounds * heads))  # rounded up: a program's tails take no longer
+    if min(k_tiles - heads * head, k_tiles // heads - head) < MIN_CHUNK_STEPS:
+        return 0, 0
+    return heads, head
 
 
 def tail_cut(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
     """How the stream-K tail of ``tiles`` output tiles of ``k_tiles`` steps is cut on a grid
-    of ``programs``: (partials, head steps). A tail of more tiles than half the programs in a
-    head and a tail per tile (``sk_head_steps``: 2 * tail partials); else in whole chunks
-    (``sk_programs``: a partial per chunk, head steps 0). Partials equal to the tail's tiles
-    (0 where there is no tail): nothing is cut, the plain kernel runs."""
-    head = sk_head_steps(tiles, programs, k_tiles)
+    of ``programs``: (partials, head steps). In heads and a tail per tile where equal chunks
+    would leave SMs idle (``sk_heads``: q heads and a tail, (q + 1) * tail partials); else in
+    equal chunks (``sk_programs``: a partial per chunk, head steps 0). Partials equal to the
+    tail's tiles (0 where there is no tail): nothing is cut, the plain kernel runs."""
+    heads, head = sk_heads(tiles, programs, k_tiles)
     if head:
-        return 2 * (tiles % programs), head
+        return (heads + 1) * (tiles % programs), head
     return sk_programs(tiles, programs, k_tiles), 0
 
 
@@ -260,12 +271,12 @@ def _matmul_tma_streamk_kernel(
     share a row or column of the output share those reads in L2), and stores its float32
     partial in slot p of ``ws_ptr`` for ``_streamk_fixup_kernel`` to sum.
 
-    HEAD_AND_TAILS (a tail of more tiles than half the programs, ``sk_head_steps``): each tail
-    tile cut at the same step, ``head_steps``, in two chunks: program t < tail runs the head
-    of tile t (slot t); the other programs run the tails (slot tail + t), tile
-    p - tail + j * (NUM_PROGRAMS - tail) in round j, the tails being shorter by as much
-    as a program runs more of them. Every head reads the same K range at once, and so does
-    every tail."""
+    HEAD_AND_TAILS (``sk_heads``: equal chunks would leave SMs idle): each tail tile cut at
+    the same steps in q = sk_progs / tail - 1 heads of ``head_steps`` and a tail: program
+    p < q * tail runs head p // tail of tile p % tail (slot p); the other programs run the
+    tails (slot q * tail + t), tile p - q * tail + j * (NUM_PROGRAMS - q * tail) in round j,
+    the tails being shorter by as much as a program runs more of them. Every head of one
+    index reads the same K range at once, and so does every tail."""
     pid = tl.program_id(0)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
@@ -276,19 +287,22 @@ def _matmul_tma_streamk_kernel(
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     if HEAD_AND_TAILS:
-        helpers = NUM_PROGRAMS - sk_tiles
-        head = pid < sk_tiles
+        head_slots = sk_progs - sk_tiles  # q heads per tile, one slot each
+        helpers = NUM_PROGRAMS - head_slots
+        head = pid < head_slots
+        tails_first = head_slots // sk_tiles * head_steps
         for j in range(tl.cdiv(sk_tiles, helpers)):
-            t = tl.where(head, pid, pid - sk_tiles + j * helpers)
-            k_first = tl.where(head, 0, head_steps)
+            t = tl.where(head, pid % sk_tiles, pid - head_slots + j * helpers)
+            k_first = tl.where(head, pid // sk_tiles * head_steps, tails_first)
             # a head runs in round 0 only; a tail's round past the last tile is empty
-            k_last = tl.where(head, tl.where(j == 0, head_steps, 0), tl.where(t < sk_tiles, k_tiles, head_steps))
+            k_last = tl.where(head, tl.where(j == 0, k_first + head_steps, k_first),
+                              tl.where(t < sk_tiles, k_tiles, k_first))
             t = tl.minimum(t, sk_tiles - 1)
             pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
                           UPCAST, BLOCK_K)
-            slot = (t + tl.where(head, 0, sk_tiles)).to(tl.int64) * (BLOCK_M * BLOCK_N)
+            slot = tl.where(head, pid, head_slots + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
             tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc, mask=k_first < k_last)
     else:
         # Each tail tile cut into chunks = sk_progs / sk_tiles equal K ranges, one per

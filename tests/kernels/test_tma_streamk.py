@@ -12,8 +12,8 @@ from autokernel import plans
 from autokernel.config import KernelConfig
 from autokernel.evaluate import reference_activation
 from autokernel.kernels import matmul_tma
-from autokernel.kernels.matmul_tma import (HEAD_AND_TAILS_MAX_ROUNDS, MIN_CHUNK_STEPS, SK_SPLIT, TmaLaunch,
-                                           TmaStreamKLaunch, sk_programs, tail_cut)
+from autokernel.kernels.matmul_tma import (HEAD_AND_TAILS_MAX_ROUNDS, HEADS_MAX, MIN_CHUNK_STEPS, SK_SPLIT,
+                                           TmaLaunch, TmaStreamKLaunch, sk_heads, sk_programs, tail_cut)
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
                                 reason="places the tail with a programs count: the interpreter's launch")
@@ -55,6 +55,7 @@ CASES = {
     # and a tail of 10, two programs running the tails (two rounds)
     "heads and three rounds of tails": (48, 16, 632, 4),  # 3 tiles on 4 programs: heads of 30 steps, tails of 10
     "tails too short to cut": (32, 64, 320, 5),  # a tail of 3, 20 steps: tails of 7: the plain kernel
+    "two heads and a tail": (112, 16, 1512, 5),  # 7 tiles: 5 whole, 2 in two heads of 38 steps and a tail of 19
 }
 PLAIN = ("M and N not multiples of the tile", "chunks too short to cut", "tails too short to cut")
 
@@ -136,32 +137,33 @@ def test_chunks_cover_each_tail_tile_once():
 
 
 def test_heads_and_tails_cover_each_tail_tile_once():
-    """Where the tail holds more tiles than half the programs, the kernel's assignment in
-    Python: program t < tail runs the head of tile t, the others the tails in rounds; every
-    step of every tail tile runs once, no program runs more than HEAD_AND_TAILS_MAX_ROUNDS
-    tails, each at least MIN_CHUNK_STEPS steps, and the longest program is shorter than a
-    whole tile (else nothing is cut)."""
-    cut = 0
-    for programs in (3, 5, 9, 132):
-        for tail in range(programs // 2 + 1, programs):
-            for k_tiles in (8, 20, 24, 30, 100, 444):
+    """Where equal chunks would leave programs idle, the kernel's assignment in Python:
+    program p < q * tail runs head p // tail of tile p % tail, the others the tails in
+    rounds; every step of every tail tile runs once, at most HEADS_MAX heads and
+    HEAD_AND_TAILS_MAX_ROUNDS tails to a program, each piece at least MIN_CHUNK_STEPS steps,
+    and the longest program shorter than equal chunks would make it (else: equal chunks)."""
+    cut = {1: 0, 2: 0}
+    for programs in (3, 5, 7, 9, 132):
+        for tail in range(1, programs):
+            for k_tiles in (8, 20, 24, 30, 100, 160, 444):
                 partials, head = tail_cut(programs + tail, programs, k_tiles)
+                heads = sk_heads(programs + tail, programs, k_tiles)[0]
                 if not head:
+                    assert partials == sk_programs(programs + tail, programs, k_tiles)
                     continue
-                cut += 1
-                helpers = programs - tail
+                cut[heads] += 1
+                helpers = programs - heads * tail
                 rounds = -(-tail // helpers)
-                assert partials == 2 * tail and rounds <= HEAD_AND_TAILS_MAX_ROUNDS
-                assert k_tiles - head >= MIN_CHUNK_STEPS and head < k_tiles
-                runs = [(t, 0, head) for t in range(tail)]
-                runs += [(q + j * helpers, head, k_tiles) for q in range(helpers) for j in range(rounds)
+                assert partials == (heads + 1) * tail and heads <= HEADS_MAX and rounds <= HEAD_AND_TAILS_MAX_ROUNDS
+                assert k_tiles - heads * head >= MIN_CHUNK_STEPS
+                runs = [(p % tail, p // tail * head, (p // tail + 1) * head) for p in range(heads * tail)]
+                runs += [(q + j * helpers, heads * head, k_tiles) for q in range(helpers) for j in range(rounds)
                          if q + j * helpers < tail]
                 for t in range(tail):
                     steps = sorted(s for tile, lo, hi in runs if tile == t for s in range(lo, hi))
                     assert steps == list(range(k_tiles)), (programs, tail, k_tiles)
-                longest = max(head, rounds * (k_tiles - head))
-                assert longest < k_tiles, (programs, tail, k_tiles)
-    assert cut > 20
+                assert rounds * (k_tiles - heads * head) <= head <= k_tiles // heads - MIN_CHUNK_STEPS, (programs, tail, k_tiles)
+    assert cut[1] > 20 and cut[2] > 5, cut
 
 
 def test_matmul_takes_the_tail_where_the_config_asks_and_the_pointer_kernel_elsewhere(monkeypatch):

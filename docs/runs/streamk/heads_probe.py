@@ -1,9 +1,9 @@
-"""The TMA kernel's stream-K tail cut in a head and a tail per tile (a tail of more tiles than
-half the SMs, which whole chunks cannot spread: ``matmul_tma.sk_head_steps``), side by side with
-the same tile without the tail (data-parallel) and cuBLAS, on the problems of a shapes file
-where the cut applies to a TMA candidate. GPU time, timing.race; each output checked against a
-float32 reference. One CSV line per pair.
-    python3 docs/runs/streamk/heads_probe.py SHAPES.csv OUT.csv [BUDGET_S [MIN_M]]
+"""The TMA kernel's stream-K tail cut in heads and a tail per tile (where equal chunks would leave
+SMs idle: ``matmul_tma.sk_heads``), side by side with the same tile without the tail
+(data-parallel) and cuBLAS, on the problems of a shapes file where the cut applies to a TMA
+candidate; with --heads Q only where tiles are cut in Q heads. GPU time, timing.race; each
+output checked against a float32 reference. One CSV line per pair.
+    python3 docs/runs/streamk/heads_probe.py [--heads Q] SHAPES.csv OUT.csv [BUDGET_S [MIN_M]]
 """
 import sys, time
 import torch
@@ -12,13 +12,17 @@ from select_sweep import as_record, race_checked
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
-from autokernel.kernels.matmul_tma import sk_head_steps
+from autokernel.kernels.matmul_tma import sk_heads
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
 from autokernel.tuning.shapes import read_shapes
 
-shapes, out_path = sys.argv[1], sys.argv[2]
-budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
-MIN_M = int(sys.argv[4]) if len(sys.argv) > 4 else 65
+args = sys.argv[1:]
+only = int(args.pop(args.index("--heads") + 1)) if "--heads" in args else 0
+if only:
+    args.remove("--heads")
+shapes, out_path = args[0], args[1]
+budget = float(args[2]) if len(args) > 2 else 400
+MIN_M = int(args[3]) if len(args) > 3 else 65
 t0 = time.time()
 P = runtime.sm_count()
 limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
@@ -26,7 +30,7 @@ dev = torch.device("cuda")
 twins = [c for c in CANDIDATES if c.variant == "tma" and c.stream_k and c.block_m >= 64 and c.block_n >= 128]
 n_done = 0
 with open(out_path, "w") as f:
-    f.write("m,n,k,dtype,activation,config,tail_tiles,head_steps,tile_steps,dp_us,heads_us,cublas_us,both_checked\n")
+    f.write("m,n,k,dtype,activation,config,tail_tiles,heads,head_steps,tile_steps,dp_us,heads_us,cublas_us,both_checked\n")
     for p in read_shapes(shapes):
         if p.m < MIN_M or not api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout):
             continue
@@ -39,10 +43,10 @@ with open(out_path, "w") as f:
                 continue
             tiles = -(-p.m // twin.block_m) * -(-p.n // twin.block_n)
             ks = -(-p.k // twin.block_k)
-            steps = sk_head_steps(tiles, P, ks)
-            if not steps:
+            heads, steps = sk_heads(tiles, P, ks)
+            if not steps or (only and heads != only):
                 continue
-            info = {"tiles": tiles, "tail": tiles % P, "ksteps": ks, "steps": steps}
+            info = {"tiles": tiles, "tail": tiles % P, "ksteps": ks, "steps": steps, "heads": heads}
             runs.append(({"role": "dp", "label": twin.short(), **info}, twin.model_copy(update={"stream_k": False})))
             runs.append(({"role": "heads", "label": twin.short(), **info}, twin))
         if not runs:
@@ -59,7 +63,7 @@ with open(out_path, "w") as f:
         torch_ms = race_checked(p, calls, sets)
         as_record(rows, torch_ms)
         for d, r in zip(rows[::2], rows[1::2]):
-            f.write(f"{p.m},{p.n},{p.k},{p.dtype},{p.activation},{d['label']},{d['tail']},{d['steps']},{d['ksteps']},"
+            f.write(f"{p.m},{p.n},{p.k},{p.dtype},{p.activation},{d['label']},{d['tail']},{d['heads']},{d['steps']},{d['ksteps']},"
                     f"{d['gpu_us']:.2f},{r['gpu_us']:.2f},{d['cublas_us']:.2f},{d['ok'] and r['ok']}\n")
         f.flush()
         n_done += 1
