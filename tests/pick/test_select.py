@@ -272,3 +272,31 @@ def test_a_stream_k_tail_is_scored_where_a_small_tail_follows_whole_waves():
                 tail = tiles % model.programs
                 assert tail and tail_cut(tiles, model.programs, -(-k // s.config.block_k))[0] >= 2 * tail, (m, n, k)
     assert not pick(4096, 4096, 4096).config.stream_k  # 128x256 tiles: whole waves
+
+
+def test_a_tail_of_more_tiles_than_half_the_sms_is_cut_in_heads_where_k_is_long():
+    """72 tiles of 128x256 on 132 SMs: equal chunks would leave 60 SMs idle, heads and tails
+    do not. The shipped model takes the cut for a long K (on the H100 1440x1536x28416 ran
+    273 -> 204 µs with it) and not for a short one (1536 cubed: 18.7 -> 26.8 µs), where the
+    fix-up's partials cost more than the idle SMs."""
+    model = select.Model.from_json((best.SHIPPED_DIR / "selector" / "nvidia-h100-80gb-hbm3.json").read_text())
+    default = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3)
+    long_k = select.choose(model, 1440, 1536, 28416, torch.bfloat16, tma=True, default=default)
+    assert long_k.config.stream_k and long_k.config.variant == "tma", long_k.reason
+    assert tail_cut(72, model.programs, 28416 // 64) == (144, 296)  # a head of 296 steps, two rounds of 148
+    short_k = select.choose(model, 1536, 1536, 1536, torch.bfloat16, tma=True, default=default)
+    assert not short_k.config.stream_k
+    ranked = {s.config: s.predicted_us for s in short_k.ranked}
+    twin = next(c for c in ranked if c.stream_k and c.block_m == 128 and c.block_n == 256 and c.flatten)
+    assert ranked[twin] > ranked[twin.model_copy(update={"stream_k": False})]
+
+
+def test_the_waves_of_heads_and_tails():
+    """With made-up constants that give a tile no time, a cut tail's waves are the whole ones
+    plus the longer of a head and one program's tails, as shares of a tile."""
+    # 132 + 72 tiles: a whole wave, then 72 tiles in one head of 0.6 and tails of 0.4, two each
+    assert select.streamk_waves(204, 132, 144, 0.0, 0.0, 128, 256, 1000, 2, head=0.6) == pytest.approx(1.8)
+    # 50 tiles: two heads of 0.4 and a tail of 0.2, 32 programs running two tails each
+    assert select.streamk_waves(50, 132, 150, 0.0, 0.0, 128, 256, 1000, 2, head=0.4) == pytest.approx(0.4)
+    # equal chunks: 10 tiles in 8 chunks
+    assert select.streamk_waves(10, 132, 80, 0.0, 0.0, 128, 256, 1000, 2) == pytest.approx(1 / 8)
