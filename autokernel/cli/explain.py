@@ -35,7 +35,8 @@ def explain(
     for the GPU (autokernel/configs/selector/); nothing is launched or timed."""
     import torch
 
-    from autokernel import best, runtime
+    from autokernel import best, runtime, select
+    from autokernel.kernels.matmul_tma import describe_tail
 
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)
@@ -56,9 +57,14 @@ def explain(
              "else the default config there")
     winner, source, reason, choice = found.config, found.source, found.reason, found.choice
     ranked = choice.ranked[:top]
+    tail = None
+    if winner.stream_k and select.kernel_kind(winner, select.tma_aligned(m, n, k, problem.torch_dtype, layout)) == "tma":
+        tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
+                             -(-k // winner.block_k))
     if json_out:
         print_json({"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": source,
-                    "reason": reason, "ranked": [{"config": s.config.model_dump(), "label": s.config.short(),
+                    "reason": reason, "stream_k_tail": tail,
+                    "ranked": [{"config": s.config.model_dump(), "label": s.config.short(),
                                                   "source": s.source, "predicted_us": s.predicted_us,
                                                   "scored_as": s.scored_as.short() if s.scored_as else None}
                                                  for s in ranked]})
@@ -75,6 +81,8 @@ def explain(
                       "" if s.scored_as in (None, s.config) else escape(s.scored_as.short()))
     print_table(table)
     console.print(escape(f"picks {winner.short()} [{source}]: {reason}"), soft_wrap=True)
+    if tail:
+        console.print(escape(f"stream-K tail: {tail}"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

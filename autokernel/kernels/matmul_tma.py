@@ -242,6 +242,27 @@ def tail_cut(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
     return sk_programs(tiles, programs, k_tiles), 0
 
 
+def describe_tail(tiles: int, programs: int, k_tiles: int) -> str:
+    """In words, what the TMA kernel with a stream-K tail runs for ``tiles`` output tiles of
+    ``k_tiles`` K steps on ``programs`` SMs (``tail_cut``)."""
+    full, tail = divmod(tiles, programs)
+    waves = f"{full} whole wave{'s' if full != 1 else ''}, then " if full else ""
+    partials, head = tail_cut(tiles, programs, k_tiles)
+    if partials == tail:
+        return f"{tiles} tiles, {full} whole waves: no tail to cut, the plain kernel runs" if not tail else (
+            f"{waves}{tail} tiles of {k_tiles} K steps, not worth cutting: the plain kernel runs")
+    if head:
+        heads = partials // tail - 1
+        helpers = programs - heads * tail
+        rounds = -(-tail // helpers)
+        return (f"{waves}{tail} tiles of {k_tiles} K steps, each cut in {heads} head{'s' if heads > 1 else ''} of "
+                f"{head} and a tail of {k_tiles - heads * head}, {helpers} programs running up to {rounds} tails; "
+                f"{partials} partials summed by the fix-up")
+    chunks = partials // tail
+    return (f"{waves}{tail} tiles of {k_tiles} K steps, each cut in {chunks} equal chunks; {partials} partials "
+            "summed by the fix-up")
+
+
 @triton.jit
 def _matmul_tma_streamk_kernel(
     a_desc, b_desc, c_desc, bias_ptr, z_ptr, ws_ptr,
