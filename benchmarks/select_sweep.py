@@ -79,6 +79,18 @@ def previous_pick(p: Problem):
     return entry.config if entry is not None else default_config(p.m, p.n, p.k, p.torch_dtype)
 
 
+def input_sets(p: Problem, seed: int, device: torch.device | None = None) -> list:
+    """Operand sets (a, b, bias, out) of problem ``p`` on ``device`` (default the GPU), from
+    seeds ``seed``, ``seed + 1``, ...: as many as ``make_input_sets`` asks for ``p``'s bytes."""
+    dev = device or torch.device("cuda")
+
+    def make(i: int):
+        a, b, bias = p.make_inputs(dev, seed=seed + i)
+        return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
+
+    return make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+
+
 def sweep_problem(p: Problem, limit: int, extra: tuple = ()) -> list[dict]:
     """Every candidate that applies, the default, pick and previous configs, and ``extra``
     (configs not among the candidates, timed wherever they fit in shared memory and the
@@ -91,12 +103,7 @@ def sweep_problem(p: Problem, limit: int, extra: tuple = ()) -> list[dict]:
     configs += [c for c in extra if c not in configs and (tma or c.variant != "tma")
                 and shared_memory_bytes(c, p.torch_dtype) <= limit]
     dev = torch.device("cuda")
-
-    def make(i: int):
-        a, b, bias = p.make_inputs(dev, seed=1000 + i)
-        return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
-
-    sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+    sets = input_sets(p, 1000)
     a0, b0, _, out0 = sets[0]
     roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
              "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,

@@ -29,11 +29,11 @@ from autokernel import api, best, matmul, select
 from autokernel.config import KernelConfig
 from autokernel.candidates import CANDIDATES
 from autokernel.evaluate import reference, torch_function
-from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets, race
+from autokernel.timing import race
 from autokernel.tuning.shapes import read_shapes
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from select_sweep import _call  # noqa: E402
+from select_sweep import _call, input_sets  # noqa: E402
 
 
 def _resolve(api_module, problems) -> list:
@@ -70,18 +70,13 @@ def main(argv=None) -> int:
     old = (picks_before(problems, args.before) if args.before
            else picks(problems, tuple(c for c in CANDIDATES if not c.stream_k)))
     select.CANDIDATES = CANDIDATES
-    dev = torch.device("cuda")
     ratios, cublas_new, cublas_old, failed = [], [], [], 0
     with open(args.out, "w") as f:
         for p, n_cfg, o_cfg in zip(problems, new, old):
             if n_cfg == o_cfg:
                 continue
 
-            def make(i: int, p=p):
-                a, b, bias = p.make_inputs(dev, seed=2000 + i)
-                return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
-
-            sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+            sets = input_sets(p, 2000)
             a0, b0, bias0, _ = sets[0]
             ref = reference(a0, b0, bias0, p.activation)
             errors = []

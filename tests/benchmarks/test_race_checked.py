@@ -56,3 +56,14 @@ def test_each_run_is_checked_and_only_the_good_ones_raced(monkeypatch):
     records = sweep.as_record(rows, torch_ms)
     assert [r["ok"] for r in records] == [True, False, False]
     assert records[0]["gpu_us"] == 1000.0 and records[2]["cublas_us"] == 2000.0 and "status" not in records[0]
+
+
+def test_input_sets_are_the_problems_operands_from_the_seed_on():
+    sweep = _sweep_module()
+    p = Problem(m=9, n=24, k=40, dtype="bfloat16", activation="none", bias=True, layout="tn")
+    sets = sweep.input_sets(p, 7, torch.device("cpu"))
+    assert len(sets) == 1  # the interpreter's count (timing.input_set_count)
+    a, b, bias, out = sets[0]
+    want = p.make_inputs(torch.device("cpu"), seed=7)
+    assert all(torch.equal(x, y) for x, y in zip((a, b, bias), want))
+    assert out.shape == (9, 24) and out.dtype == torch.bfloat16 and a.stride() == want[0].stride()

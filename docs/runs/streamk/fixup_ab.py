@@ -7,13 +7,12 @@ time, timing.race; each output checked against a float32 reference.
 import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, race_checked
+from select_sweep import as_record, input_sets, race_checked
 import autokernel_before as akb
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
 from autokernel.kernels.matmul_tma import sk_programs
-from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
 from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
@@ -50,11 +49,7 @@ with open(out_path, "w") as f:
         if not runs:
             continue
 
-        def make(i, p=p):
-            a, b, bias = p.make_inputs(dev, seed=3000 + i)
-            return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
-
-        sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+        sets = input_sets(p, 3000)
         rows = [{**p.to_dict(), **extra} for extra, _, _ in runs]
         calls = [(row, lambda a, b, bias, out=None, fn=fn, cc=(c if fn is matmul else akb.KernelConfig(**c.model_dump())):
                   fn(a, b, bias, p.activation, config=cc, out=out)) for row, (_, c, fn) in zip(rows, runs)]

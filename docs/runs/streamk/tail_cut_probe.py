@@ -9,11 +9,10 @@ timing.race; each output checked against a float32 reference. One CSV line per p
 import sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, race_checked
+from select_sweep import as_record, input_sets, race_checked
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
-from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
 from autokernel.tuning.shapes import read_shapes
 
 args = sys.argv[1:]
@@ -34,7 +33,6 @@ MIN_M = int(args[3]) if len(args) > 3 else 65
 t0 = time.time()
 P = runtime.sm_count()
 limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-dev = torch.device("cuda")
 twins = [c for c in CANDIDATES if c.variant == "tma" and c.stream_k and c.block_m >= 64 and c.block_n >= 128]
 n_done = 0
 with open(out_path, "w") as f:
@@ -60,11 +58,7 @@ with open(out_path, "w") as f:
         if not runs:
             continue
 
-        def make(i, p=p):
-            a, b, bias = p.make_inputs(dev, seed=3000 + i)
-            return a, b, bias, torch.empty(p.m, p.n, dtype=p.torch_dtype, device=dev)
-
-        sets = make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
+        sets = input_sets(p, 3000)
         rows = [{**p.to_dict(), **extra} for extra, _ in runs]
         calls = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
                  for row, (_, c) in zip(rows, runs)]
