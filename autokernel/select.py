@@ -103,7 +103,7 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         if kernel_kind(config, tma) == "tma":
             sk_progs = tail_cut(tiles, programs, -(-k // config.block_k))[0]
             if not streamk_applies(m, tiles, programs, sk_progs, config.flatten):
-                return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut in chunks, and "
+                return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut, and "
                         f"M >= {STREAMK_MIN_M} after whole waves (a flattened config) or M >= {STREAMK_FEW_MIN_M} "
                         "with fewer tiles than SMs")
         elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
