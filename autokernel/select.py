@@ -658,6 +658,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             memo[cache_key] = candidates
     pool: list[tuple[_Prepared, str]] = []
     seen: set[tuple] = set()
+    cuts: dict[tuple[int, int], tuple[int, int]] = {}  # tail_cut by (tiles, K steps): twins share tiles
     for config, source in ((default, "default"), *tuned):
         p = _prepare(model, config, tma)
         if p.key in seen:
@@ -688,7 +689,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if p.stream_k:
             tiles = -(-m // bm) * -(-n // bn)
             if p.sk_tail:
-                if not streamk_applies(m, tiles, programs, tail_cut(tiles, programs, -(-k // bk))[0], p.flatten):
+                key = (tiles, -(-k // bk))
+                sk = cuts.get(key)
+                if sk is None:
+                    sk = cuts[key] = tail_cut(tiles, programs, key[1])
+                if not streamk_applies(m, tiles, programs, sk[0], p.flatten):
                     continue
             elif -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
@@ -712,7 +717,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         # default: the candidates' rules skip those) runs the plain kernel (plan_matmul_tma).
         if p.sk_tail:
             k_steps = -(-k1 // bk)
-            sk_progs, head = tail_cut(units, programs, k_steps)
+            sk = cuts.get((units, k_steps))
+            if sk is None:  # a tuned entry or the default: not among the candidates above
+                sk = cuts[units, k_steps] = tail_cut(units, programs, k_steps)
+            sk_progs, head = sk
             cut = sk_progs != units % programs
         else:
             cut = False
