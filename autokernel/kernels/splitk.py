@@ -9,6 +9,8 @@ each walks a long K loop. Split-K gives each tile SPLIT_K programs:
    float32 and stores the partial tile to slice s of a float32 workspace [SPLIT_K, M, N].
 2. ``_splitk_reduce_kernel``: sums the slices in a fixed order (no atomics: the result
    is deterministic), then the epilogue of the one-pass kernel (bias, Z, activation).
+   On Hopper it is a programmatic dependent launch (``launch.dependent_launch``): its
+   programs start while the partial kernel's last ones run and wait before they read.
 
 The workspace is allocated per call (``torch.empty``, SPLIT_K * M * N * 4 bytes): the
 caching allocator makes that cheap, and a plan holds no memory between calls.
@@ -19,7 +21,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch, hash_callees_first
+from autokernel.kernels.launch import KernelLaunch, dependent_launch, hash_callees_first
 from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, tile_acc
 
 _REDUCE_WARPS = 4
@@ -42,7 +44,10 @@ def _splitk_partial_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    LAUNCH_NEXT: tl.constexpr,
 ):
+    if LAUNCH_NEXT:  # the reduction may start its programs now: they wait for this grid's end
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_s = tl.program_id(1)
     first_iter = pid_s * iters_per_split
@@ -74,10 +79,12 @@ def _splitk_reduce_kernel(
     SPLIT_K: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    WAIT_PRIOR: tl.constexpr,
 ):
     """One program per BLOCK_M x BLOCK_N block of C (``reduce_block``: smaller than the
     GEMM's tile, so that the few tiles of a split-K problem do not funnel the partials
-    through as few SMs): its slices summed, then the epilogue."""
+    through as few SMs): its slices summed, then the epilogue. WAIT_PRIOR: launched as a
+    dependent launch, it waits for the partial kernel's grid to end before it reads."""
     # A 1-D grid, row-major over blocks: a grid's y dimension is capped at 65535.
     tiles_n = tl.cdiv(N, BLOCK_N)
     pid = tl.program_id(0)
@@ -91,6 +98,8 @@ def _splitk_reduce_kernel(
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     ws_ptrs = ws_ptr + rows[:, None] * N + cols[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if WAIT_PRIOR:
+        tl.extra.cuda.gdc_wait()
     for _ in tl.static_range(SPLIT_K):  # a fixed order: the same sum on every run
         acc += tl.load(ws_ptrs, mask=mask, other=0.0)
         ws_ptrs += slice_size  # pointer arithmetic: no int32 product of the slice index
@@ -123,16 +132,21 @@ class SplitKLaunch:
         self.reduce(ws, c, bias, z)
 
 
-def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> SplitKLaunch:
+def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None,
+                       pdl: bool | None = None) -> SplitKLaunch:
     """The split-K launch of C = act(A @ B + bias) with ``config.split_k`` slices, for
     operands laid out like these (shapes already checked; M, N > 0; K may be 0: every
-    slice is then empty and C = act(bias)). With ``z``, the pre-activation is stored too."""
+    slice is then empty and C = act(bias)). With ``z``, the pre-activation is stored too.
+    ``pdl``: the reduction as a programmatic dependent launch of the partial kernel
+    (default: where the GPU has it, ``dependent_launch``)."""
     M, K = a.shape
     N = b.shape[1]
     split_k = config.split_k
     zz = z if z is not None else c
     index_64 = _needs_int64(a, b, c, zz) or split_k * M * N > _INT32_MAX // 2
     iters_per_split = triton.cdiv(triton.cdiv(K, config.block_k), split_k)
+    if pdl is None:
+        pdl = not interpret and dependent_launch(c.device)
     options = dict(num_warps=config.num_warps, num_stages=config.num_stages)
     partial = KernelLaunch(
         _splitk_partial_kernel,
@@ -150,6 +164,7 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
             BLOCK_N=config.block_n,
             BLOCK_K=config.block_k,
             GROUP_M=config.group_m,
+            LAUNCH_NEXT=pdl,
         ),
         options, c.device, interpret,
     )
@@ -169,8 +184,9 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
             SPLIT_K=split_k,
             BLOCK_M=rm,
             BLOCK_N=rn,
+            WAIT_PRIOR=pdl,
         ),
-        dict(num_warps=_REDUCE_WARPS), c.device, interpret,
+        dict(num_warps=_REDUCE_WARPS, **({"launch_pdl": True} if pdl else {})), c.device, interpret,
     )
     return SplitKLaunch(partial, reduce, (split_k, M, N))
 

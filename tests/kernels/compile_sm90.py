@@ -95,7 +95,7 @@ def splitk_variants():
         consts = dict(EVEN_K=even_k, UPCAST=False, INDEX_64=index_64, A_LEAD=0 if even_k else -4,
                       B_LEAD=0 if even_k else 8, M_RUN=16 if even_k else 4, N_RUN=64 if even_k else 8,
                       BLOCK_M=16, BLOCK_N=64,
-                      BLOCK_K=64 if dtype == "float32" else 128, GROUP_M=8)
+                      BLOCK_K=64 if dtype == "float32" else 128, GROUP_M=8, LAUNCH_NEXT=dtype != "float32")
         sig.update({name: "constexpr" for name in consts})
         yield f"splitk_partial {dtype} even_k={even_k}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
     for dtype, act, split_k, index_64 in [*[("float16", act, 4, False) for act in ACTIVATIONS],
@@ -105,10 +105,12 @@ def splitk_variants():
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
                                              "stride_bias", "slice_size")})
         sig["slope"] = "fp32"
+        pdl = dtype != "float32"
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, INDEX_64=index_64, SPLIT_K=split_k,
-                      BLOCK_M=16, BLOCK_N=64)
+                      BLOCK_M=16, BLOCK_N=64, WAIT_PRIOR=pdl)
         sig.update({name: "constexpr" for name in consts})
-        yield f"splitk_reduce {dtype} {act} split_k={split_k}", _splitk_reduce_kernel, sig, consts, {"num_warps": 4}
+        yield (f"splitk_reduce {dtype} {act} split_k={split_k}", _splitk_reduce_kernel, sig, consts,
+               {"num_warps": 4, "launch_pdl": pdl})
 
 
 def streamk_variants():
@@ -203,6 +205,20 @@ def mufu_problem(consts: dict, ptx: str) -> str | None:
     return None
 
 
+# The grid dependency control a dependent launch's kernels must hold (kernels/launch.py,
+# ``dependent_launch``): the first kernel lets the second start, the second waits for the first.
+_GDC = {"LAUNCH_NEXT": "griddepcontrol.launch_dependents", "WAIT_PRIOR": "griddepcontrol.wait"}
+
+
+def gdc_problem(consts: dict, ptx: str) -> str | None:
+    """Where a kernel's PTX holds grid dependency control its constexprs did not ask for, or
+    lacks what they did, what is wrong; else None."""
+    for flag, op in _GDC.items():
+        if flag in consts and bool(consts[flag]) != (op in ptx):
+            return f"{flag}={consts[flag]} but {op} {'missing' if consts[flag] else 'present'}"
+    return None
+
+
 def main() -> int:
     failures = 0
     count = 0
@@ -212,6 +228,9 @@ def main() -> int:
             compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=TARGET,
                                       options=options)
             if "GRAD_ACTIVATION" not in consts and (problem := mufu_problem(consts, compiled.asm["ptx"])):
+                failures += 1
+                print(f"FAIL {name}: {problem}")
+            elif problem := gdc_problem(consts, compiled.asm["ptx"]):
                 failures += 1
                 print(f"FAIL {name}: {problem}")
         except Exception as exc:

@@ -35,6 +35,27 @@ def test_split_k_above_one_takes_the_split_k_kernels(variant, device):
     assert not isinstance(api._plan_kernel(a, b, c, bias, "none", 0.0, cfg(1), None), SplitKLaunch)
 
 
+def test_the_reduction_is_a_dependent_launch_only_where_asked_and_the_gpu_has_it(device):
+    """``pdl``: the partial kernel lets the reduction start early and the reduction waits for
+    it (constexprs; the sm_90 compile checks the PTX), the reduction launched with the
+    dependent-launch flag. By default only on a GPU that has it: never under the
+    interpreter, whose CPU has no ``griddepcontrol``."""
+    from autokernel.kernels import splitk
+    from autokernel.kernels.launch import dependent_launch
+
+    assert not dependent_launch(torch.device("cpu"))
+    a, b, bias = inputs(5, 37, 300, torch.float16, device)
+    c = torch.empty((5, 37), dtype=torch.float16, device=device)
+    interpret = device.type != "cuda"
+    default = splitk.plan_matmul_splitk(a, b, c, bias, "none", 0.0, cfg(4), interpret)
+    asked = splitk.plan_matmul_splitk(a, b, c, bias, "none", 0.0, cfg(4), interpret, pdl=True)
+    expected = not interpret and dependent_launch(c.device)
+    for launch, pdl in ((default, expected), (asked, True)):
+        assert launch.partial.kwargs["LAUNCH_NEXT"] is pdl and launch.reduce.kwargs["WAIT_PRIOR"] is pdl
+        assert launch.reduce.kwargs.get("launch_pdl", False) is pdl
+        assert "launch_pdl" not in launch.partial.kwargs  # the partial kernel follows the stream as before
+
+
 @pytest.mark.parametrize("block", [(8, 8), (16, 8), (8, 16)])
 @pytest.mark.parametrize("shape", [(5, 37, 300), (40, 33, 129)])
 def test_the_reduction_sums_in_blocks_smaller_than_the_tile(shape, block, monkeypatch, device):
