@@ -40,7 +40,7 @@ import torch
 from autokernel.candidates import CANDIDATES, THIN_TMA_MAX_M, thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.kernels.fit import kernel_for
-from autokernel.kernels.matmul_tma import tail_cut, tma_operands
+from autokernel.kernels.matmul_tma import head_rounds, tail_cut, tma_operands
 from autokernel.records import torch_dtype
 
 
@@ -182,7 +182,7 @@ def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: floa
     full, tail = divmod(units, programs)
     if head:
         heads = sk_progs // tail - 1
-        rounds = -(-tail // (programs - heads * tail))
+        rounds = head_rounds(tail, programs, heads)[1]
         rest = 1 - heads * head
         share, chunk_us = max(head, rounds * rest), max(a + k_us * head, rounds * (a + k_us * rest))
     else:

@@ -207,6 +207,14 @@ HEADS_MAX = 2
 SMs idle."""
 
 
+def head_rounds(tail: int, programs: int, heads: int) -> tuple[int, int]:
+    """Where each of ``tail`` tiles is cut in ``heads`` heads and a tail on a grid of
+    ``programs``: (helpers, rounds), the programs that run the tails (one head per program
+    goes to the others) and the most tails one of them runs."""
+    helpers = programs - heads * tail
+    return helpers, -(-tail // helpers) if helpers > 0 else 0
+
+
 def sk_heads(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
     """Where equal chunks would leave SMs idle through the stream-K tail (a tail of more
     tiles than half the programs: one chunk each; more than a third: two), (heads per tail
@@ -220,10 +228,9 @@ def sk_heads(tiles: int, programs: int, k_tiles: int) -> tuple[int, int]:
     if not tail or programs // tail > HEADS_MAX:
         return 0, 0
     heads = programs // tail
-    helpers = programs - heads * tail
-    if not helpers or -(-tail // helpers) > HEAD_AND_TAILS_MAX_ROUNDS:
+    helpers, rounds = head_rounds(tail, programs, heads)
+    if not helpers or rounds > HEAD_AND_TAILS_MAX_ROUNDS:
         return 0, 0
-    rounds = -(-tail // helpers)
     head = -(-k_tiles * rounds // (1 + rounds * heads))  # rounded up: a program's tails take no longer
     if min(k_tiles - heads * head, k_tiles // heads - head) < MIN_CHUNK_STEPS:
         return 0, 0
@@ -253,8 +260,7 @@ def describe_tail(tiles: int, programs: int, k_tiles: int) -> str:
             f"{waves}{tail} tiles of {k_tiles} K steps, not worth cutting: the plain kernel runs")
     if head:
         heads = partials // tail - 1
-        helpers = programs - heads * tail
-        rounds = -(-tail // helpers)
+        helpers, rounds = head_rounds(tail, programs, heads)
         return (f"{waves}{tail} tiles of {k_tiles} K steps, each cut in {heads} head{'s' if heads > 1 else ''} of "
                 f"{head} and a tail of {k_tiles - heads * head}, {helpers} programs running up to {rounds} tails; "
                 f"{partials} partials summed by the fix-up")
