@@ -79,6 +79,18 @@ def previous_pick(p: Problem):
     return entry.config if entry is not None else default_config(p.m, p.n, p.k, p.torch_dtype)
 
 
+def shapes_within(path: str, budget_s: float, since: float | None = None):
+    """The problems of shapes file ``path`` until ``budget_s`` seconds (``time.time``) have
+    passed since ``since`` (default: the first problem asked for); then "budget spent" is
+    printed and no more come: a probe's loop over its shapes within one device call."""
+    start = time.time() if since is None else since
+    for p in read_shapes(path):
+        if time.time() - start > budget_s:
+            print("budget spent", flush=True)
+            return
+        yield p
+
+
 def input_sets(p: Problem, seed: int, device: torch.device | None = None) -> list:
     """Operand sets (a, b, bias, out) of problem ``p`` on ``device`` (default the GPU), from
     seeds ``seed``, ``seed + 1``, ...: as many as ``make_input_sets`` asks for ``p``'s bytes."""

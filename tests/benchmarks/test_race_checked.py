@@ -67,3 +67,18 @@ def test_input_sets_are_the_problems_operands_from_the_seed_on():
     want = p.make_inputs(torch.device("cpu"), seed=7)
     assert all(torch.equal(x, y) for x, y in zip((a, b, bias), want))
     assert out.shape == (9, 24) and out.dtype == torch.bfloat16 and a.stride() == want[0].stride()
+
+
+def test_shapes_within_stops_once_the_budget_is_spent(tmp_path, monkeypatch, capsys):
+    """A probe's shapes come until its budget is spent, counted from the given start; then
+    one line says so and no more come."""
+    sweep = _sweep_module()
+    path = tmp_path / "shapes.csv"
+    path.write_text("M,N,K,dtype,activation,bias,layout\n" + "".join(f"{m},64,64,float16,none,false,nt\n" for m in (1, 2, 3)))
+    clock = iter([100.0, 104.0, 111.0])
+    monkeypatch.setattr(sweep.time, "time", lambda: next(clock))
+    assert [p.m for p in sweep.shapes_within(str(path), 10.0, since=100.0)] == [1, 2]
+    assert capsys.readouterr().out == "budget spent\n"
+    monkeypatch.setattr(sweep.time, "time", lambda: 0.0)
+    assert [p.m for p in sweep.shapes_within(str(path), 10.0)] == [1, 2, 3]
+    assert capsys.readouterr().out == ""

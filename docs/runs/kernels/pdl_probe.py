@@ -10,13 +10,12 @@ docs/runs/kernels/pdl_tma_streamk.patch` first, and are left out without it.
 import inspect, json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, input_sets, race_checked
+from select_sweep import as_record, input_sets, race_checked, shapes_within
 from autokernel import api, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
 from autokernel.kernels import matmul_tma, splitk
 from autokernel.select import rows_aligned, why_not
-from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 300
@@ -56,10 +55,7 @@ def launcher(config, p, pdl: bool):
 
 n_done = 0
 with open(out_path, "w") as f:
-    for p in read_shapes(shapes):
-        if time.time() - t0 > budget:
-            print("budget spent", flush=True)
-            break
+    for p in shapes_within(shapes, budget, t0):
         tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
         pick = api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=tma,
                                   layout=p.layout)

@@ -7,12 +7,11 @@ timing.race; each output checked against a float32 reference.
 import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, race_checked
+from select_sweep import as_record, race_checked, shapes_within
 import autokernel_before as akb
 from autokernel import api, matmul, runtime, select
 from autokernel.candidates import CANDIDATES
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
-from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 300
@@ -21,10 +20,7 @@ P = runtime.sm_count()
 dev = torch.device("cuda")
 splits = [c for c in CANDIDATES if c.split_k > 1]
 with open(out_path, "w") as f:
-    for p in read_shapes(shapes):
-        if time.time() - t0 > budget:
-            print("budget spent", flush=True)
-            break
+    for p in shapes_within(shapes, budget, t0):
         tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
         configs = [c for c in splits if select.why_not(c, p.m, p.n, p.k, tma, P) is None]
         if not configs:

@@ -19,10 +19,9 @@ As run on the H100:
 """
 import argparse, json, sys, time
 sys.path.insert(0, "benchmarks")
-from select_sweep import sweep_problem
+from select_sweep import shapes_within, sweep_problem
 from autokernel import runtime
 from autokernel.config import KernelConfig
-from autokernel.tuning.shapes import read_shapes
 
 ap = argparse.ArgumentParser()
 ap.add_argument("shapes")
@@ -57,12 +56,9 @@ t0 = time.time()
 limit = runtime.shared_memory_limit()
 device = runtime.device_name()
 with open(args.out, "w") as f:
-    for i, p in enumerate(read_shapes(args.shapes)):
+    for i, p in enumerate(shapes_within(args.shapes, args.budget, t0)):
         if not args.min_m <= p.m <= args.max_m:
             continue
-        if time.time() - t0 > args.budget:
-            print("budget spent", flush=True)
-            break
         rows = sweep_problem(p, limit, extra=EXTRA)
         for row in rows:
             f.write(json.dumps({**row, "device": device, "index": i}) + "\n")

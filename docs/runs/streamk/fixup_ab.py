@@ -7,13 +7,12 @@ time, timing.race; each output checked against a float32 reference.
 import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, input_sets, race_checked
+from select_sweep import as_record, input_sets, race_checked, shapes_within
 import autokernel_before as akb
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
 from autokernel.kernels.matmul_tma import sk_programs
-from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
@@ -24,12 +23,9 @@ limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
 dev = torch.device("cuda")
 dps = [c for c in CANDIDATES if c.variant == "tma" and not c.warp_specialize and not c.stream_k]
 with open(out_path, "w") as f:
-    for p in read_shapes(shapes):
+    for p in shapes_within(shapes, budget, t0):
         if p.m < MIN_M or not api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout):
             continue
-        if time.time() - t0 > budget:
-            print("budget spent", flush=True)
-            break
         pick = api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev, tma=True,
                                   layout=p.layout)
         runs = []  # (row, module)

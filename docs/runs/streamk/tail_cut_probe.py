@@ -9,11 +9,10 @@ timing.race; each output checked against a float32 reference. One CSV line per p
 import sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, input_sets, race_checked
+from select_sweep import as_record, input_sets, race_checked, shapes_within
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
-from autokernel.tuning.shapes import read_shapes
 
 args = sys.argv[1:]
 only = int(args.pop(args.index("--heads") + 1)) if "--heads" in args else 0
@@ -37,12 +36,9 @@ twins = [c for c in CANDIDATES if c.variant == "tma" and c.stream_k and c.block_
 n_done = 0
 with open(out_path, "w") as f:
     f.write("m,n,k,dtype,activation,config,tail_tiles,heads,cut_steps,tile_steps,dp_us,cut_us,cublas_us,both_checked\n")
-    for p in read_shapes(shapes):
+    for p in shapes_within(shapes, budget, t0):
         if p.m < MIN_M or not api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout):
             continue
-        if time.time() - t0 > budget:
-            print("budget spent", flush=True)
-            break
         runs = []
         for twin in twins:
             if shared_memory_bytes(twin, p.torch_dtype) > limit or twin.block_m > 2 * p.m:

@@ -8,13 +8,12 @@ and rounds the times to four digits.
 import json, sys, time
 import torch
 sys.path.insert(0, "benchmarks")
-from select_sweep import as_record, race_checked
+from select_sweep import as_record, race_checked, shapes_within
 from autokernel import api, matmul, runtime
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
 from autokernel.kernels.matmul_tma import sk_programs
 from autokernel.timing import GRAPH_INPUT_SETS, make_input_sets
-from autokernel.tuning.shapes import read_shapes
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 400
@@ -28,12 +27,9 @@ for c in CANDIDATES:
     if c.variant == "tma" and not c.warp_specialize and not c.stream_k:
         dps.append(c)
 with open(out_path, "w") as f:
-    for p in read_shapes(shapes):
+    for p in shapes_within(shapes, budget, t0):
         if p.m < MIN_M:
             continue
-        if time.time() - t0 > budget:
-            print("budget spent", flush=True)
-            break
         tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
         if not tma:
             continue
