@@ -129,10 +129,17 @@ def _whole_tile(
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
 ):
     """One output tile with its whole K loop and epilogue: a data-parallel tile of the
-    persistent kernels (the plain one, and the stream-K one's whole waves)."""
+    persistent kernels (the plain one, and the stream-K one's whole waves).
+
+    The last row and column of tiles end at M and N where the operands are that large: a
+    TMA box mostly past the operand's end loaded slowly (on the H100 a 128x128 tile ran
+    1.38x slower at M = 388 than shifted; docs/kernel-notes.md). The rows and columns such a
+    tile shares with its neighbours are computed alike and stored again with the same
+    values; the neighbours come before it in the tile order, so they are whole tiles too
+    (the stream-K tail is the order's last tiles)."""
     pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m = pid_m * BLOCK_M
-    off_n = pid_n * BLOCK_N
+    off_m = tl.minimum(pid_m * BLOCK_M, tl.maximum(M - BLOCK_M, 0))
+    off_n = tl.minimum(pid_n * BLOCK_N, tl.maximum(N - BLOCK_N, 0))
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
     _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
