@@ -56,6 +56,9 @@ CASES = {
     "heads and three rounds of tails": (48, 16, 632, 4),  # 3 tiles on 4 programs: heads of 30 steps, tails of 10
     "tails too short to cut": (32, 64, 320, 5),  # a tail of 3, 20 steps: tails of 7: the plain kernel
     "two heads and a tail": (112, 16, 1512, 5),  # 7 tiles: 5 whole, 2 in two heads of 38 steps and a tail of 19
+    # the last row and column of tiles 8 wide, in the tail: its tiles and the whole ones share an edge
+    "partial edge tiles in the tail": (40, 40, 512, 7),  # 9 tiles: 7 whole, (2, 1) and (2, 2) in 3 chunks
+    "partial edge tiles in heads and tails": (40, 40, 640, 5),  # 9 tiles: 5 whole, 4 in a head of 32 and a tail of 8
 }
 PLAIN = ("M and N not multiples of the tile", "chunks too short to cut", "tails too short to cut")
 

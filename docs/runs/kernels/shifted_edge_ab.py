@@ -3,7 +3,10 @@ against the code before (`autokernel_before`, made as docs/launch.md says): ever
 candidate on the problems of a shapes file whose M or N is not a multiple of the tile,
 each output compared bit for bit with the code before's and checked against a float32
 reference, then both raced side by side with cuBLAS (GPU time, timing.race).
-    PYTHONPATH=$PYTHONPATH:.dev/before python3 docs/runs/kernels/shifted_edge_ab.py SHAPES.csv OUT.jsonl [BUDGET_S]
+    PYTHONPATH=$PYTHONPATH:.dev/before python3 docs/runs/kernels/shifted_edge_ab.py SHAPES.csv OUT.jsonl [BUDGET_S] [streamk]
+
+With "streamk", only the stream-K configs whose tail is cut (``tail_cut``) on problems whose
+last row or column of tiles is partial: the tail's chunks and fix-up.
 """
 import json, sys, time
 import torch
@@ -13,9 +16,11 @@ import autokernel_before as akb
 from autokernel import api, matmul
 from autokernel.candidates import CANDIDATES
 from autokernel.config import shared_memory_bytes
+from autokernel.kernels.matmul_tma import tail_cut
 
 shapes, out_path = sys.argv[1], sys.argv[2]
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 120
+streamk_only = len(sys.argv) > 4 and sys.argv[4] == "streamk"
 t0 = time.time()
 limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
 tma_configs = [c for c in CANDIDATES if c.variant == "tma" and not c.warp_specialize]
@@ -26,6 +31,14 @@ with open(out_path, "w") as f:
             continue
         configs = [c for c in tma_configs if shared_memory_bytes(c, p.torch_dtype) <= limit
                    and (p.m % c.block_m or p.n % c.block_n) and c.block_m <= p.m and c.block_n <= p.n]
+        if streamk_only:
+            programs = torch.cuda.get_device_properties(0).multi_processor_count
+
+            def cut(c):
+                tiles = -(-p.m // c.block_m) * -(-p.n // c.block_n)
+                return tail_cut(tiles, programs, -(-p.k // c.block_k))[0] != tiles % programs
+
+            configs = [c for c in configs if c.stream_k and cut(c)]
         if not configs:
             continue
         sets = input_sets(p, 11000)
