@@ -66,6 +66,10 @@ def parse_dtype(name: str) -> str:
     return key
 
 
+MAX_NUMEL = 2 ** 63
+"""More elements than a torch tensor can hold (its sizes are int64)."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """C[M, N] = act(A[M, K] @ B[K, N] + bias).
@@ -88,6 +92,9 @@ class Problem:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{name.upper()} must be an integer >= 0, got {v!r}")
+        if max(self.m * self.k, self.k * self.n, self.m * self.n) >= MAX_NUMEL:
+            raise ValueError(f"{self.m}x{self.n}x{self.k}: an operand would hold 2^63 elements or more, "
+                             "more than a tensor can")
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
         object.__setattr__(self, "activation", normalize_activation(self.activation))
         if self.layout not in LAYOUTS:

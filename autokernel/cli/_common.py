@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -100,9 +101,20 @@ def user_errors() -> Iterator[None]:
         fail(str(exc))
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every float that is not finite (NaN, inf) as None: JSON has no such numbers."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def print_json(obj: Any) -> None:
-    """Machine-readable output, alone on stdout."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """Machine-readable output, alone on stdout: strict JSON (a NaN or infinite number is null)."""
+    sys.stdout.write(json.dumps(_finite(obj), indent=2, default=str, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -154,8 +155,8 @@ def roofline(
         if ms is not None:
             if len(problems) != 1:
                 raise ValueError(f"--ms needs exactly one problem (--size or --m/--n/--k), got {len(problems)}")
-            if ms <= 0:
-                raise ValueError(f"--ms must be > 0, got {ms}")
+            if not 0 < ms < math.inf:
+                raise ValueError(f"--ms must be > 0 and finite, got {ms}")
         for p in problems:
             if min(p.m, p.n, p.k) <= 0:
                 raise ValueError(f"a roofline needs M, N and K > 0, got {p.m}x{p.n}x{p.k}")

@@ -71,6 +71,42 @@ def test_usage_errors_are_one_line(args, says, capsys):
     assert "╭" not in err and "Traceback" not in err and out == ""
 
 
+HUGE = "99999999999999999999"  # past int64
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "--m", HUGE, "--n", "1", "--k", "1", "--device", "h100"],
+    ["validate", "--size", HUGE, "--force"],
+    ["roofline", "--gpu", "h100", "--m", "3037000500", "--n", "3037000500", "--k", "1"],
+], ids=["explain", "validate", "roofline"])
+def test_sizes_no_tensor_can_hold_are_one_line(args, tmp_path, capsys):
+    """An operand of 2^63 elements or more is refused as the problem is read, before any
+    row reaches the history (a row no reader could type)."""
+    history = tmp_path / "h.csv"
+    code, out, err = _main([*args, *(["--history", str(history)] if args[0] == "validate" else [])], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "2^63" in lines[0], err
+    assert "Traceback" not in err and not history.exists()
+
+
+@pytest.mark.parametrize("ms", ["nan", "inf", "0"])
+def test_roofline_ms_must_be_a_finite_positive_number(ms, capsys):
+    code, out, err = _main(["roofline", "--gpu", "h100", "--size", "16", "--ms", ms, "--json"], capsys)
+    assert code == 2 and "--ms" in err and out == ""
+
+
+def test_json_output_is_strict_json(capsys):
+    """A number JSON cannot hold (NaN, inf) is printed as null, so every reader parses it."""
+    import json
+
+    from autokernel.cli._common import print_json
+
+    print_json({"ms": float("nan"), "rows": [1.5, float("inf"), {"x": -float("inf")}], "name": "a"})
+    out = capsys.readouterr().out
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in --json output")) == {
+        "ms": None, "rows": [1.5, None, {"x": None}], "name": "a"}
+
+
 def test_ctrl_c_is_one_line_with_the_rows_saved(tmp_path, monkeypatch, capsys):
     import autokernel.evaluate
     from autokernel.cli._common import this_run
