@@ -38,6 +38,8 @@ def explain(
     from autokernel import best, runtime, select
     from autokernel.kernels.matmul_tma import describe_tail
 
+    if top < 1:
+        fail(f"--top must be >= 1, got {top}")
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)
     if problem.torch_dtype == torch.float32:

@@ -508,8 +508,10 @@ def loop(
             check_interpreter_budget(problems, force)
         if patience < 1:
             fail(f"--patience must be >= 1, got {patience}")
-        if min_gain < 0:
-            fail(f"--min-gain must be >= 0, got {min_gain:g}")
+        if not 0 <= min_gain < math.inf:
+            fail(f"--min-gain must be a finite fraction >= 0, got {min_gain:g}")
+        if max_generations < 1:
+            fail(f"--max-generations must be >= 1, got {max_generations}")
         if max_trials is not None and max_trials < 1:
             fail(f"--max-trials must be >= 1, got {max_trials}")
         if time_budget is not None and not _positive(time_budget):

@@ -184,6 +184,8 @@ def validate(
             if lay not in LAYOUTS:
                 raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}; got {lay!r}")
         cfg = parse_config(config)
+        if seed is not None and not -2 ** 63 <= seed < 2 ** 63 - 2 ** 32:
+            raise ValueError(f"--seed must fit in 64 bits (each case adds its index), got {seed}")
         require_interpreter_if_asked(interpret)
         problems = build_suite(sizes, dtypes, acts, bias, layout)
         store = history_store(history)

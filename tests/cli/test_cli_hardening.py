@@ -95,6 +95,20 @@ def test_roofline_ms_must_be_a_finite_positive_number(ms, capsys):
     assert code == 2 and "--ms" in err and out == ""
 
 
+@pytest.mark.parametrize("args, says", [
+    (["explain", "--m", "8", "--n", "8", "--k", "8", "--device", "h100", "--top", "0"], "--top"),
+    (["loop", "-s", "16", "--interpret", "--min-gain", "nan"], "--min-gain"),
+    (["loop", "-s", "16", "--interpret", "--min-gain", "inf"], "--min-gain"),
+    (["loop", "-s", "16", "--interpret", "--max-generations", "0"], "--max-generations"),
+    (["validate", "-s", "16", "--seed", HUGE], "--seed"),
+])
+def test_out_of_range_options_name_themselves(args, says, tmp_path, capsys):
+    code, out, err = _main([*args, "--history", str(tmp_path / "h.csv")] if args[0] != "explain" else args, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and says in lines[0], err
+    assert not (tmp_path / "h.csv").exists()
+
+
 def test_json_output_is_strict_json(capsys):
     """A number JSON cannot hold (NaN, inf) is printed as null, so every reader parses it."""
     import json
