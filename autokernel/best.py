@@ -183,7 +183,7 @@ def load(path: str | Path) -> BestFile:
     if Path(path).is_dir():
         raise ConfigError(f"best-config file {path} is a directory, not a file of `autokernel export-best`")
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"cannot read best-config file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

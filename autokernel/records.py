@@ -261,7 +261,7 @@ class KernelConfig(BaseModel):
                 if Path(text).is_dir():
                     raise ConfigError(f"config file {text} is a directory: give a JSON file or a JSON object")
                 if Path(text).is_file():
-                    source = Path(text).read_text()
+                    source = Path(text).read_text(encoding="utf-8-sig")
             except OSError as exc:  # a name too long, a file we may not read
                 raise ConfigError(f"cannot read config file {text[:80]!r}: {exc.strerror}") from None
             except UnicodeDecodeError:

@@ -57,7 +57,7 @@ def read_shapes(path: str | Path) -> list[Problem]:
     the file and row for anything malformed."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ValueError(f"shapes file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:

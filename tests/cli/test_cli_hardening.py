@@ -109,6 +109,25 @@ def test_out_of_range_options_name_themselves(args, says, tmp_path, capsys):
     assert not (tmp_path / "h.csv").exists()
 
 
+def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
+    """A UTF-8 byte order mark (what some editors put first) is not part of the content."""
+    from autokernel import best
+    from autokernel.records import KernelConfig
+    from autokernel.tuning.shapes import read_shapes
+
+    bom = "\ufeff"
+    config = tmp_path / "config.json"
+    config.write_text(bom + KernelConfig(block_m=32, block_n=32, block_k=32, num_warps=4).model_dump_json(), encoding="utf-8")
+    assert KernelConfig.from_json(str(config)).block_m == 32
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text(bom + "M,N,K,dtype\n48,64,80,bfloat16\n", encoding="utf-8")
+    assert [(p.m, p.n, p.k, p.dtype) for p in read_shapes(shapes)] == [(48, 64, 80, "bfloat16")]
+    shipped = next((best.SHIPPED_DIR).glob("*.json"))
+    exported = tmp_path / "best.json"
+    exported.write_text(bom + shipped.read_text(), encoding="utf-8")
+    assert best.load(exported) == best.load(shipped)
+
+
 def test_json_output_is_strict_json(capsys):
     """A number JSON cannot hold (NaN, inf) is printed as null, so every reader parses it."""
     import json
