@@ -4,7 +4,9 @@ The file is append-only. Each row is flushed and fsynced before ``append`` retur
 and writers serialise on a sibling ``<path>.lock`` file, so several tuning processes
 can share one history. Every record is exactly one physical line (newlines in values
 are replaced by spaces), so a torn write spoils at most its own line: the reader skips
-it with a warning and the next append starts on a fresh line.
+it with a warning and the next append starts on a fresh line. Rows with a number that
+cannot be one (an integer beyond int64, a time that is not finite and positive) are
+skipped the same way.
 
 Units: ``ms``, ``ms_p20``, ``ms_p80`` in milliseconds; ``tflops`` in 10^12 FLOP/s.
 ``gpu_ms`` is the GPU time per call from CUDA-graph replay (no host launch cost),
@@ -63,6 +65,10 @@ PROBLEM_KEY = PROBLEM_COLUMNS
 
 _INT_COLUMNS = INT_COLUMNS
 _FLOAT_COLUMNS = FLOAT_COLUMNS
+_TIME_COLUMNS = ("ms", "ms_p20", "ms_p80", "gpu_ms")
+"""The columns that hold a measured time: a finite positive number where filled."""
+_INT_LIMIT = 2.0**63
+"""Integers at or beyond this magnitude do not fit the nullable int64 columns."""
 _LOCK_TIMEOUT_S = 120
 _MAX_LINES_NAMED = 10
 
@@ -308,9 +314,10 @@ class History:
         """All well-formed rows as a DataFrame with COLUMNS, in file order, for analysis
         (the ``history`` command); the tuner and export read ``trials``.
 
-        A missing file gives an empty frame. Rows with the wrong number of fields or an
-        unparsable number (a torn write, a hand edit) are skipped with one warning that
-        names their line numbers. The file is never modified.
+        A missing file gives an empty frame. Rows with the wrong number of fields or a
+        number that is unparsable or impossible (a torn write, a hand edit: an integer
+        beyond int64, a time that is not finite and positive) are skipped with one warning
+        that names their line numbers. The file is never modified.
         """
         import pandas as pd
 
@@ -335,7 +342,7 @@ class History:
                     if lineno == 1 and fields is not None and "status" in fields:
                         header = fields
                         continue
-                    if fields is None or len(fields) != len(header) or not _numbers_parse(header, fields):
+                    if fields is None or len(fields) != len(header) or not _numbers_valid(header, fields):
                         bad.append(lineno)
                         continue
                     rows.append((lineno, fields))
@@ -358,13 +365,21 @@ def _parse_line(text: str) -> list[str] | None:
         return None
 
 
-def _numbers_parse(header: list[str], fields: list[str]) -> bool:
+def _numbers_valid(header: list[str], fields: list[str]) -> bool:
+    """Whether every filled number cell parses and could have been written: integers
+    within int64, times finite and positive (not-a-number reads as empty)."""
     for name, value in zip(header, fields):
         if value == "" or (name not in _INT_COLUMNS and name not in _FLOAT_COLUMNS):
             continue
         try:
-            float(value)
+            number = float(value)
         except ValueError:
+            return False
+        if number != number:
+            continue
+        if name in _INT_COLUMNS and not abs(number) < _INT_LIMIT:
+            return False
+        if name in _TIME_COLUMNS and not (0 < number < math.inf):
             return False
     return True
 
@@ -377,7 +392,8 @@ def _typed(df: "pd.DataFrame") -> "pd.DataFrame":
     for c in _FLOAT_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     for c in _INT_COLUMNS:
-        df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")
+        number = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        df[c] = number.where(number.abs() < _INT_LIMIT).round().astype("Int64")  # beyond int64: missing
     df["bias"] = df["bias"].map({"True": True, "False": False, "true": True, "false": False}).astype("boolean")
     text_cols = [c for c in COLUMNS if c not in _FLOAT_COLUMNS and c not in _INT_COLUMNS and c != "bias"]
     df[text_cols] = df[text_cols].astype(object)

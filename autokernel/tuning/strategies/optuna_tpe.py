@@ -65,11 +65,13 @@ class OptunaStrategy(StrategyBase):
         }
 
         def params_of(config: KernelConfig) -> dict | None:
-            try:
-                return {name: getattr(config, name) if knobs.KNOB[name].categorical
-                        else space.choices[name].index(getattr(config, name)) for name in PARAMS}
-            except ValueError:  # a value outside this space's choices
+            """The study's params of ``config``, or None where a value lies outside this
+            space's choices (a config of another space: the study cannot hold it)."""
+            values = {name: getattr(config, name) for name in PARAMS}
+            if any(v not in space.choices[name] for name, v in values.items()):
                 return None
+            return {name: v if knobs.KNOB[name].categorical else space.choices[name].index(v)
+                    for name, v in values.items()}
 
         def config_of(params: dict) -> KernelConfig | None:
             return build_config({name: params[name] if knobs.KNOB[name].categorical else space.choices[name][params[name]]
