@@ -33,14 +33,12 @@ the files, ``autokernel cache clear --kind autotune`` deletes them.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import json
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 import warnings
@@ -223,27 +221,6 @@ def _dumps(head: dict[str, Any], entries: dict[str, dict]) -> str:
     return "{\n" + "\n".join(lines) + '\n "entries": {' + (f"\n{body}\n " if body else "") + "}\n}\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # as a plain open() would leave it under the usual umask, not mkstemp's 0600
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError, AttributeError):  # the rename itself, on file systems that need it
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 class Cache:
     """The first-use winners of one device and software, in ``directory``.
 
@@ -286,7 +263,7 @@ class Cache:
                 with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
                     disk = self._read()
                     merged = {**disk, key.text(): entry}
-                    _write_atomic(self.path, _dumps(self.head, merged))
+                    userfiles.write_atomically(self.path, _dumps(self.head, merged))
             except OSError as exc:  # filelock's Timeout is one too
                 self.off = True
                 self._warn("io", f"{self.path}: {getattr(exc, 'strerror', None) or exc}; "

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from autokernel.records import Problem
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
+from autokernel.userfiles import same_file, write_atomically
 
 IMPLEMENTATIONS: dict[str, str] = {
     "triton": "Triton",
@@ -146,8 +147,9 @@ def is_selector_file(rows: list[dict[str, Any]]) -> bool:
 def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """The rows of a results file of benchmarks/suite.py; ValueError (one line naming
     the file and line) for a file that is missing, unreadable, not JSON lines, lacks a required
-    field or names an unknown implementation or an invalid problem. A row cut short is skipped
-    with one warning. ``numbered``: the file's (line number, object) pairs, already read."""
+    field, holds a value of the wrong type, or names an unknown implementation or an invalid
+    problem. A row cut short is skipped with one warning. ``numbered``: the file's (line
+    number, object) pairs, already read."""
     path = Path(path)
     rows = []
     for i, row in numbered if numbered is not None else _json_rows(path):
@@ -155,6 +157,9 @@ def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | 
         if missing:
             raise ValueError(f"{path} line {i} lacks {', '.join(missing)}: not a results file of "
                              f"benchmarks/suite.py")
+        for key in ("suite", "impl", "status"):
+            if not isinstance(row[key], str):
+                raise ValueError(f"{path} line {i}: {key} must be a string, got {row[key]!r}")
         if row["impl"] not in IMPLEMENTATIONS:
             raise ValueError(f"{path} line {i}: unknown implementation {row['impl']!r}")
         if not isinstance(row["bias"], bool):
@@ -538,10 +543,16 @@ def write_report(results_path: str | Path, out: str | Path | None,
     prints ``Report.markdown``; charts are then linked from the current directory) and one
     chart per suite to ``plots_dir`` (none when it is None). Everything is computed before
     anything is written, and the markdown is replaced atomically. ValueError for a bad
-    results file; OSError when an output cannot be written. A selector check (the rows of
+    results file, an empty ``out``, or an output that would replace an input file; OSError
+    when an output cannot be written. A selector check (the rows of
     benchmarks/select_sweep.py, told by their ``roles`` and ``label``) gets selector_report and
     no charts. ``classes_path``: a selector check whose per-class geomeans a suite report
     shows too (ValueError where ``results_path`` is a check itself, or ``classes_path`` is not one)."""
+    if out is not None and not str(out).strip():
+        raise ValueError("the report's file name is empty: name a markdown file, or give none for stdout")
+    inputs = [results_path, classes_path]
+    if out is not None:
+        _refuse_overwriting([Path(out)], inputs, "the report")
     numbered = _json_rows(results_path)
     classes = None
     if classes_path is not None:
@@ -555,7 +566,7 @@ def write_report(results_path: str | Path, out: str | Path | None,
         rows = check_selector_rows(numbered, results_path)
         check = SelectorReport(selector_report(rows, str(results_path)), len(group_selector(rows)))
         if out is not None:
-            _write_text(Path(out), check.markdown)
+            write_atomically(Path(out), check.markdown)
         return check, []
     rows = read_results(results_path, numbered)
     to_file = out is not None
@@ -566,6 +577,7 @@ def write_report(results_path: str | Path, out: str | Path | None,
         for row in rows:
             names.setdefault(row["suite"], _file_stem(row["suite"]))
         plot_paths = {suite: Path(plots_dir) / f"{stem}.png" for suite, stem in names.items()}
+        _refuse_overwriting(list(plot_paths.values()), inputs, "a chart")
     relative = {s: os.path.relpath(p, out.parent if str(out.parent) else ".").replace(os.sep, "/")
                 for s, p in plot_paths.items()}
     report = build_report(rows, str(results_path), relative, classes)
@@ -574,16 +586,16 @@ def write_report(results_path: str | Path, out: str | Path | None,
                for s, p in plot_paths.items() if s in report.suites]
     if not to_file:
         return report, written
-    _write_text(out, report.markdown)
+    write_atomically(out, report.markdown)
     return report, written
 
 
-def _write_text(out: Path, text: str) -> None:
-    """Replace ``out`` with ``text`` atomically."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+def _refuse_overwriting(outputs: list[Path], inputs: list[str | Path | None], what: str) -> None:
+    """ValueError where an output (``what``: the markdown, a chart) would replace a file the
+    report is made from."""
+    for source in inputs:
+        if source is not None and any(same_file(target, source) for target in outputs):
+            raise ValueError(f"{what} would replace the results file {source}: write it to another file")
 
 
 def _file_stem(suite: str) -> str:
@@ -682,7 +694,8 @@ def group_selector(rows: list[dict]) -> list[SelectorProblem]:
 
 
 def check_selector_rows(numbered: list[tuple[int, dict]], path: str | Path) -> list[dict]:
-    """The rows of a selector check file, each checked; ValueError naming the line otherwise."""
+    """The rows of a selector check file, each checked (the required fields present, each of
+    its type; a valid problem); ValueError naming the file and line otherwise."""
     rows = []
     for i, row in numbered:
         missing = [f for f in SELECTOR_REQUIRED if f not in row]
@@ -691,8 +704,14 @@ def check_selector_rows(numbered: list[tuple[int, dict]], path: str | Path) -> l
                              f"benchmarks/select_sweep.py")
         if not isinstance(row["bias"], bool):
             raise ValueError(f"{path} line {i}: bias must be true or false, got {row['bias']!r}")
+        for key in ("label", "status"):
+            if not isinstance(row[key], str):
+                raise ValueError(f"{path} line {i}: {key} must be a string, got {row[key]!r}")
         if not isinstance(row["roles"], list):
             raise ValueError(f"{path} line {i}: roles must be a list, got {row['roles']!r}")
+        index = row.get("index")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise ValueError(f"{path} line {i}: index must be a whole number, got {index!r}")
         if row.get("gpu_ms") is not None and not isinstance(row["gpu_ms"], (int, float)):
             raise ValueError(f"{path} line {i}: gpu_ms must be a number, got {row['gpu_ms']!r}")
         try:

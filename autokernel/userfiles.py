@@ -5,14 +5,19 @@ The user's cache directory (``cache_dir``) holds the tuner's readings and propos
 (``autokernel.autotune``); a kept file names the software it was made with
 (``installed``, ``code_fingerprint``), so that another version starts a new one. Both
 users sit in different layers (first-use tuning runs under ``autokernel.matmul``), so the
-facts live here, below both, with no import of the rest of the package.
+facts live here, below both, with no import of the rest of the package. Files the user
+names (reports, exports, tables) are replaced whole (``write_atomically``), never over a
+file they are made from (``same_file``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import os
+import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -54,3 +59,46 @@ def installed(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same file on disk however spelled (relative,
+    through a link), or, where either does not exist yet, the same absolute path."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def write_atomically(out: str | Path, text: str, *, newline: str | None = None) -> None:
+    """Replace ``out`` with ``text``: written to a temporary file beside it, flushed to disk,
+    then renamed over it, so a write that fails or a crash leaves the old file whole and no
+    temporary file behind. OSError (naming ``out``) when it cannot be written; ``newline``
+    as for open()."""
+    out = Path(out)
+    if out.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:  # the directory takes no new file: name it, not the temporary name tried
+        raise OSError(exc.errno, exc.strerror, str(out.parent)) from None
+    try:
+        os.fchmod(fd, 0o644)  # as a plain open() leaves a new file under the usual umask, not mkstemp's 0600
+        with os.fdopen(fd, "w", newline=newline) as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(out)) from None
+        raise
+    with contextlib.suppress(OSError, AttributeError):  # the rename itself, on file systems that need it
+        dir_fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

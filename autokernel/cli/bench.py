@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import errno
+import io
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -224,14 +228,40 @@ def _wall_cell(t: Trial, k: Trial) -> str:
     return " / ".join(f"{x.wall_ms * 1e3:.1f}" + ("[yellow]*[/]" if host_bound(x) else "") for x in (t, k))
 
 
-def write_csv(path: str, results: list[BenchResult]) -> None:
+def write_csv(path: str | Path, results: list[BenchResult]) -> None:
+    """This run's table as CSV, replacing ``path`` atomically (a failed write leaves the old
+    file whole); OSError when it cannot be written."""
+    from autokernel.userfiles import write_atomically
+
     rows = [r.table_row() for r in results]
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else [])
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    write_atomically(path, text.getvalue(), newline="")
+
+
+def check_csv_path(path: str, reads: dict[str, str | Path | None]) -> None:
+    """Refuse (one line, exit 2), before any time is spent measuring, a --csv that names no
+    file, names a file this run reads or appends to (``reads``: what it is -> its path, e.g.
+    the history), or cannot be written."""
+    from autokernel.userfiles import same_file
+
+    if not path.strip():
+        fail("--csv needs a file name")
+    for what, source in reads.items():
+        if source and same_file(path, source):
+            fail(f"--csv {path} is {what}: this run's table would replace it; write the table to another file")
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
-        writer.writeheader()
-        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    if out.is_dir():
+        fail(f"--csv {path} is a directory, not a CSV file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out.parent).close()  # the table is written beside it, then renamed over it
+        if out.exists() and not os.access(out, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
+    except OSError as exc:
+        fail(f"cannot write --csv {path}: {exc.strerror or exc}")
 
 
 def bench(
@@ -283,12 +313,9 @@ def bench(
         tuned = load_best(best)
         configs = [_config_for(p, fixed, tuned, best, untuned) for p in problems]
         store = history_store(history)
-        if csv_path:  # find an unwritable --csv before the GPU time is spent, not after
-            try:
-                Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
-                open(csv_path, "a").close()
-            except OSError as exc:
-                fail(f"cannot write --csv {csv_path}: {exc.strerror}")
+        if csv_path is not None:
+            check_csv_path(csv_path, {"the history this run appends to": store.path, "the --best file": best,
+                                      "the --config file": config if config and os.path.isfile(config) else None})
     check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
 
@@ -298,11 +325,11 @@ def bench(
 
     timer, how = trial_timer(repeat)
     results = run_bench(problems, configs, timer=timer, on_result=record, backward=backward)
-    if csv_path:
+    if csv_path is not None:
         try:
             write_csv(csv_path, results)
         except OSError as exc:
-            fail(f"cannot write --csv {csv_path}: {exc.strerror}")
+            fail(f"cannot write --csv {csv_path}: {exc.strerror or exc}")
     if json_out:
         print_json([r.to_dict() for r in results])
     else:

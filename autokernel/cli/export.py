@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +19,7 @@ from autokernel.cli._common import (
     warn,
 )
 from autokernel.cli.history import load_trials
-from autokernel.history import is_triton_forward
+from autokernel.history import is_triton_forward, resolve_history_path
 
 # torch and Triton load only in commands that run kernels or pick configs: the modules that
 # import them (best, and export, which makes best's files) are imported inside the functions
@@ -53,8 +52,13 @@ def export_best(
     """
     if per_device and (output is None or device is not None):
         fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
+    if output is not None and not output.strip():
+        fail("-o needs a directory name" if per_device else
+             "-o needs a file name (leave -o out to print the JSON on stdout)")
     if per_device and Path(output).is_file():
         fail(f"--per-device writes into a directory; {output} is a file")
+    if output is not None and not per_device:  # before anything is read
+        _refuse_history(Path(output), resolve_history_path(history_path))
     path, trials = load_trials(history_path)
     if per_device:
         _export_per_device(trials, path, Path(output), dtype, activation)
@@ -67,7 +71,7 @@ def export_best(
     if output is None:
         typer.echo(text, nl=False)
         return
-    _write(Path(output), text)
+    _write(Path(output), text, path)
     err_console.print(f"wrote {len(exported.entries)} configs for {exported.device} to {output}",
                       highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
 
@@ -100,7 +104,7 @@ def _export_per_device(trials, path, directory: Path, dtype, activation) -> None
         if not exported.entries:
             continue
         target = directory / f"{best.device_key(name)}.json"
-        _write(target, exported.to_json())
+        _write(target, exported.to_json(), path)
         written += 1
         err_console.print(f"wrote {len(exported.entries)} configs for {name} to {target}",
                           highlight=False, markup=False, soft_wrap=True)
@@ -118,15 +122,24 @@ def _scope(device: str, dtype: list[str] | None, activation: list[str] | None) -
     return ", ".join(parts)
 
 
-def _write(path: Path, text: str) -> None:
-    """Beside the target, then renamed over it: an old file survives a failed write whole."""
-    tmp = path.with_name(path.name + ".tmp")
+def _refuse_history(path: Path, history: Path) -> None:
+    """A one-line exit 2 where ``path`` is the history the configs are read from."""
+    from autokernel.userfiles import same_file
+
+    if same_file(path, history):
+        fail(f"-o {path} is the history the configs are read from: the JSON would replace it; "
+             "write it to another file")
+
+
+def _write(path: Path, text: str, history: Path) -> None:
+    """Beside the target, then renamed over it: an old file survives a failed write whole.
+    Never over ``history``, the file the configs come from."""
+    from autokernel.userfiles import write_atomically
+
+    _refuse_history(path, history)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_atomically(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         fail(f"cannot write {path}: {exc.strerror or exc}")
 
 

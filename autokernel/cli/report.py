@@ -38,6 +38,8 @@ def report(
     The markdown goes to stdout unless --output names a file."""
     from autokernel.report import SelectorReport, write_report
 
+    if output is not None and not output.strip():
+        fail("-o needs a file name (leave -o out to print the report on stdout)")
     if no_plots:
         plots_dir = None
     elif plots_dir is None and output is not None:
