@@ -257,7 +257,7 @@ class History:
     def _check_header(self, f: Any) -> int:
         """The schema version of the file's header (2, or 1 for the older header); ValueError otherwise."""
         f.seek(0)
-        first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+        first = f.readline().decode("utf-8-sig", errors="replace").rstrip("\r\n")  # a spreadsheet may add a BOM
         try:
             header = next(csv.reader([first]), [])
         except csv.Error:
@@ -333,7 +333,7 @@ class History:
         bad: list[int] = []
         header = COLUMNS
         if self.path.exists():
-            with open(self.path, encoding="utf-8", errors="replace", newline="") as f:
+            with open(self.path, encoding="utf-8-sig", errors="replace", newline="") as f:
                 for lineno, line in enumerate(f, start=1):
                     text = line.rstrip("\r\n")
                     if not text.strip():

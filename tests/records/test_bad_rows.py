@@ -99,3 +99,18 @@ def test_export_best_exports_the_good_row_beside_impossible_times(tmp_path: Path
     assert entry["trials"] == 1 and all(math.isfinite(v) for v in (entry["ms"], entry["speedup_vs_cublas"]))
     assert "skipped 3 malformed row(s)" in result.output and "line(s) 4, 5, 6" in result.output
     assert path.read_bytes() == before
+
+
+def test_a_history_saved_with_a_byte_order_mark_is_read_and_appended(tmp_path: Path) -> None:
+    """A spreadsheet that saves the CSV may put a UTF-8 byte order mark first: the header is
+    still the header, the rows keep their first column, and appends go on."""
+    path = tmp_path / "h.csv"
+    store = History(path)
+    store.append(_row(ms=1.0))
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    df = store.read()
+    assert len(df) == 1 and df["timestamp"].notna().all() and df["ms"].tolist() == [1.0]
+    store.check_writable()
+    store.append(_row(ms=2.0))
+    assert store.read()["ms"].tolist() == [1.0, 2.0]
+    assert [t.ms for t in store.trials()] == [1.0, 2.0]
