@@ -156,14 +156,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the results as JSON
 
 
 def problem_sizes(size: list[int] | None, m: int | None, n: int | None, k: int | None) -> list[tuple[int, int, int]] | None:
-    """(M, N, K) triples from --size or --m/--n/--k; None when neither was given."""
+    """(M, N, K) triples from --size or --m/--n/--k, a size given twice once; None when
+    neither was given."""
     if size and any(v is not None for v in (m, n, k)):
         fail("give either --size or --m/--n/--k, not both")
     if size:
         for s in size:
             if s < 0:
                 fail(f"--size must be >= 0, got {s}")
-        return [(s, s, s) for s in size]
+        return [(s, s, s) for s in dict.fromkeys(size)]
     if any(v is not None for v in (m, n, k)):
         if any(v is None for v in (m, n, k)):
             fail("--m, --n and --k go together: give all three")

@@ -128,6 +128,12 @@ def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     assert best.load(exported) == best.load(shipped)
 
 
+def test_a_size_given_twice_is_one_problem():
+    from autokernel.cli._common import problem_sizes
+
+    assert problem_sizes([16, 32, 16], None, None, None) == [(16, 16, 16), (32, 32, 32)]
+
+
 def test_json_output_is_strict_json(capsys):
     """A number JSON cannot hold (NaN, inf) is printed as null, so every reader parses it."""
     import json
