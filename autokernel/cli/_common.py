@@ -264,6 +264,8 @@ def history_store(path: str | None, *, append: bool = True) -> History:
     resolved = resolve_history_path(path)
     if resolved.is_dir():
         fail(f"--history {resolved} is a directory, not a CSV file")
+    if resolved.exists() and not resolved.is_file():  # a pipe or a device: reading it could block
+        fail(f"--history {resolved} is not a regular file")
     store = History(resolved)
     if not append:
         return store

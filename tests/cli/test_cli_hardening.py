@@ -134,6 +134,17 @@ def test_a_size_given_twice_is_one_problem():
     assert problem_sizes([16, 32, 16], None, None, None) == [(16, 16, 16), (32, 32, 32)]
 
 
+@pytest.mark.parametrize("command", [["history"], ["export-best"], ["validate", "-s", "16"]], ids=lambda c: c[0])
+def test_a_history_that_is_a_pipe_is_refused_not_read(command, tmp_path, capsys):
+    """Opening a named pipe to read waits for a writer: refused before it is opened."""
+    import os
+
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    code, out, err = _main([*command, "--history", str(fifo)], capsys)
+    assert code == 2 and "not a regular file" in err and "Traceback" not in err
+
+
 def test_json_output_is_strict_json(capsys):
     """A number JSON cannot hold (NaN, inf) is printed as null, so every reader parses it."""
     import json
