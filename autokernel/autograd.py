@@ -17,6 +17,8 @@ Fusing act'(Z) into the GEMMs' operand loads was measured and lost (docs/backwar
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from autokernel import runtime
@@ -136,6 +138,36 @@ def linear_backward(
     return plan.run(dy, x, weight, z_)
 
 
+def _first_derivative_only(backward):
+    """``backward`` whose gradients, under ``create_graph`` (a gradient penalty, a
+    Hessian-vector product), raise when differentiated again instead of contributing
+    nothing: the kernels build no graph. torch's ``once_differentiable`` looks at dY alone;
+    here the gradients depend on the saved X and W too."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx, grad_y):
+        with torch.no_grad():
+            grads = backward(ctx, grad_y)
+        if not torch.is_grad_enabled() or not any(
+                t is not None and t.requires_grad for t in (grad_y, *ctx.saved_tensors)):
+            return grads
+        error = torch._C._functions.DelayedError(
+            b"autokernel.linear has no second derivative: its backward runs kernels that build no "
+            b"graph (create_graph=True and differentiating the gradients again need torch.nn.functional.linear)",
+            len(grads))
+
+        def marked(t):
+            if t is None:
+                return None
+            t = t.detach()
+            t.requires_grad = True
+            return t
+
+        return error(*[marked(t) for t in grads])
+
+    return wrapper
+
+
 class LinearFunction(torch.autograd.Function):
     """Y = act(X @ W^T + b) with Triton kernels for forward and backward.
 
@@ -161,6 +193,7 @@ class LinearFunction(torch.autograd.Function):
         return y if entry.flat else y.view(entry.out_shape)
 
     @staticmethod
+    @_first_derivative_only
     def backward(ctx, grad_y):
         x2d, weight, saved = ctx.saved_tensors
         entry = ctx.entry

@@ -237,3 +237,16 @@ def test_matmul_out_with_grad_raises_as_torch_does():
     with torch.no_grad():  # no graph to record: out= is fine, as in torch
         autokernel.matmul(a, b, out=out)
     torch.testing.assert_close(out, (a @ b).detach(), rtol=FP32_TOL, atol=FP32_TOL)
+
+
+def test_a_second_derivative_raises_and_first_derivatives_under_create_graph_hold():
+    """Under create_graph (a gradient penalty) the first derivatives are the same; taking a
+    derivative of them raises, where it gave a silently wrong weight gradient before."""
+    x, w, b = make_inputs((4,), 24, 9, torch.float32, seed=21)
+    x, w = x.requires_grad_(), w.requires_grad_()
+    y = autokernel.linear(x, w, b, "gelu")
+    g, = torch.autograd.grad(y.sum(), x, create_graph=True)
+    ref, = torch.autograd.grad(reference_activation(x.float() @ w.float().t() + b.float(), "gelu").sum(), x)
+    assert_close(g, ref, torch.float32, "dX under create_graph")
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        (y.sum() + (g ** 2).sum()).backward()
