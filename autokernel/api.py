@@ -100,7 +100,7 @@ def matmul(
 
     Differentiable: when grad mode is on and any of a, b, bias requires grad, it runs as
     ``linear(a, b.t(), bias)`` through ``autokernel.autograd.LinearFunction``; ``out=``
-    then raises RuntimeError, as torch's does. Otherwise arguments are checked, and the
+    then raises RuntimeError, as torch's does (and an ``out`` that requires grad itself). Otherwise arguments are checked, and the
     config resolved, once per layout (``GemmPlan``); an ``out=`` is checked against the
     inputs' memory on every call (data pointers are not part of a layout).
 
@@ -113,7 +113,8 @@ def matmul(
         return _traced_matmul(a, b, bias, activation, slope, config, out)
     try:  # per call: spelled out, a third of the generator's host time
         grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or
-                                            (bias is not None and bias.requires_grad))
+                                            (bias is not None and bias.requires_grad) or
+                                            (out is not None and out.requires_grad))
     except AttributeError:  # not tensors: the checks below name the culprit
         grad = False
     if grad:

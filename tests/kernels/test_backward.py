@@ -250,3 +250,17 @@ def test_a_second_derivative_raises_and_first_derivatives_under_create_graph_hol
     assert_close(g, ref, torch.float32, "dX under create_graph")
     with pytest.raises(RuntimeError, match="no second derivative"):
         (y.sum() + (g ** 2).sum()).backward()
+
+
+@pytest.mark.parametrize("needs", ["a", "out"])
+def test_out_with_autograd_raises_as_torch_does(needs):
+    """out= with a tensor that requires grad, an input or out itself: torch.matmul refuses
+    both, and so does matmul, writing nothing."""
+    a, b = torch.randn(8, 16, device=DEVICE), torch.randn(16, 8, device=DEVICE)
+    out = torch.full((8, 8), 7.0, device=DEVICE)
+    (a if needs == "a" else out).requires_grad_()
+    with pytest.raises(RuntimeError, match="out="):
+        torch.matmul(a, b, out=out)
+    with pytest.raises(RuntimeError, match="out="):
+        autokernel.matmul(a, b, out=out)
+    assert (out.detach() == 7).all()
