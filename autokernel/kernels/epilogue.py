@@ -65,7 +65,7 @@ def _sigmoid_parts(x):
 def apply_activation(z, slope, ACTIVATION: tl.constexpr):
     """act(z) for a float32 tile z; ``slope`` is leaky_relu's negative slope."""
     if ACTIVATION == "relu":
-        z = tl.maximum(z, 0.0)
+        z = tl.maximum(z, 0.0, propagate_nan=tl.PropagateNan.ALL)  # NaN stays NaN, as in torch.relu
     elif ACTIVATION == "leaky_relu":
         z = tl.where(z >= 0.0, z, z * slope)
     elif ACTIVATION == "gelu":

@@ -75,3 +75,29 @@ def test_gelu_is_as_accurate_as_torchs():
     out = _quietly(lambda: ak.matmul(X[:, None].to(runtime.kernel_device()),
                                      torch.ones(1, 1, device=runtime.kernel_device()), None, "gelu"))[:, 0].cpu()
     _check(out, reference("gelu", X.double()), 1e-5, 1e-6)
+
+
+KERNELS = {
+    "grouped": dict(variant="grouped"),
+    "split-K": dict(variant="grouped", split_k=2),
+    "TMA": dict(variant="tma"),
+}
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("act", ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"])
+def test_nan_in_an_input_stays_nan_as_in_torch(act, kernel, device):
+    """A NaN in A or in the bias reaches every output it feeds, through every activation
+    (relu's max once turned it into 0, hiding a diverged step); the other outputs are finite."""
+    config = ak.KernelConfig(block_m=16, block_n=16, block_k=16, num_warps=1, **KERNELS[kernel])
+    a = torch.randn(20, 40, device=device)
+    b = torch.randn(40, 24, device=device)
+    bias = torch.randn(24, device=device)
+    a[3, 5] = float("nan")
+    bias[7] = float("nan")
+    out = _quietly(lambda: ak.matmul(a, b, bias, act, config=config)).cpu()
+    nan = torch.zeros(20, 24, dtype=torch.bool)
+    nan[3, :] = True
+    nan[:, 7] = True
+    assert torch.equal(out.isnan(), nan)
+    assert torch.equal(torch.nn.functional.relu(a @ b + bias).isnan().cpu(), nan)
