@@ -185,7 +185,7 @@ def linear(
         for name, cfg in (("config", config), ("dx_config", dx_config), ("dw_config", dw_config)):
             _check_config(name, cfg)
         lead = x.shape[:-1]
-        entry = LinearEntry(act, float(slope), lead.numel(), (*lead, weight.shape[0]), x.dim() == 2,
+        entry = LinearEntry(act, plans.check_slope(slope), lead.numel(), (*lead, weight.shape[0]), x.dim() == 2,
                             None if bias is None else bias.dtype, config, dx_config, dw_config)
         if key is not None:
             _remember(plans._LINEARS, key, entry)
@@ -238,7 +238,7 @@ def _config_str(config) -> str | None:
 
 def _traced_linear(x, weight, bias, activation, slope, config, dx_config, dw_config):
     _check_linear_args(x, weight, bias)
-    return ops.linear_nd(x, weight, bias, normalize_activation(activation), float(slope),
+    return ops.linear_nd(x, weight, bias, normalize_activation(activation), plans.check_slope(slope),
                          _config_str(config), _config_str(dx_config), _config_str(dw_config))
 
 

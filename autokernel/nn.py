@@ -16,7 +16,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
 from autokernel.api import _autocast_cast, _check_config, _config_str, linear, normalize_activation, torch_activation
 from autokernel.config import KernelConfig
-from autokernel.plans import _KERNEL_DEVICE_TYPE, SUPPORTED_DTYPES
+from autokernel.plans import _KERNEL_DEVICE_TYPE, SUPPORTED_DTYPES, check_slope
 
 _CONFIGS = ("config", "dx_config", "dw_config")
 """The config attributes: their JSON is kept beside them, as ``_configs_json``, for the op
@@ -56,7 +56,7 @@ class Linear(torch.nn.Linear):
     ) -> None:
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = normalize_activation(activation)
-        self.slope = float(slope)
+        self.slope = slope  # checked in __setattr__
         self.config: KernelConfig | None = None
         self.dx_config: KernelConfig | None = None
         self.dw_config: KernelConfig | None = None
@@ -67,7 +67,7 @@ class Linear(torch.nn.Linear):
         elif name == "activation":
             value = normalize_activation(value)
         elif name == "slope":
-            value = float(value)
+            value = check_slope(value)
         super().__setattr__(name, value)
         if name in _CONFIGS:
             texts = tuple(_config_str(getattr(self, n, None)) for n in _CONFIGS)

@@ -6,6 +6,8 @@ resolved, kernel launch built), kept per layout so that a later call costs a dic
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from autokernel import autotune, best, runtime, select
@@ -55,6 +57,14 @@ def _check_linear_args(x, weight, bias) -> None:
 def _check_config(name: str, config: object) -> None:
     if config is not None and not isinstance(config, KernelConfig):
         raise TypeError(f"{name} must be a KernelConfig, got {type(config).__name__}")
+
+
+def check_slope(slope: object) -> float:
+    """leaky_relu's negative slope as a float; TypeError naming it for anything that is not
+    a real number (a string, None, a bool)."""
+    if isinstance(slope, bool) or not isinstance(slope, numbers.Real):
+        raise TypeError(f"slope (leaky_relu's negative slope) must be a real number, got {type(slope).__name__}")
+    return float(slope)
 
 
 def check_matmul_args(a, b, bias=None, out=None) -> None:
@@ -260,6 +270,7 @@ def cached_plan(key, build):
 
 
 def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
+    slope = check_slope(slope)
     m, k = a.shape
     n = b.shape[1]
     launch = None
@@ -270,8 +281,8 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
                              tma=tma, layout=layout)
         if config is None and autotune.enabled():
-            cfg = _tuned_on_first_use(cfg, a, b, bias, act, float(slope), store_z, tma, layout)
-        launch = _plan_kernel(a, b, c, bias, act, float(slope), cfg, c if store_z else None)
+            cfg = _tuned_on_first_use(cfg, a, b, bias, act, slope, store_z, tma, layout)
+        launch = _plan_kernel(a, b, c, bias, act, slope, cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
 
 

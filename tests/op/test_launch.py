@@ -130,6 +130,23 @@ def test_bad_arguments_still_fail_clearly_after_a_cached_call(device):
         ak.matmul(a, b, config={"block_m": 16})
 
 
+@pytest.mark.parametrize("slope", [None, "0.3", [0.1], True])
+def test_a_slope_that_is_no_number_is_named(slope, device):
+    """leaky_relu's slope: a string, None, a list or a bool is a TypeError naming the slope,
+    in matmul, linear (with and without grad) and the module, before anything runs."""
+    a, b = _rand(8, 8).to(device), _rand(8, 8, seed=1).to(device)
+    for call in (lambda: ak.matmul(a, b, activation="leaky_relu", slope=slope),
+                 lambda: ak.linear(a, b, None, "leaky_relu", slope=slope),
+                 lambda: ak.linear(a.requires_grad_(), b, None, "leaky_relu", slope=slope),
+                 lambda: ak.nn.Linear(8, 8, activation="leaky_relu", slope=slope)):
+        with pytest.raises(TypeError, match="slope"):
+            call()
+    layer = ak.nn.Linear(8, 8, activation="leaky_relu", slope=0.2)
+    with pytest.raises(TypeError, match="slope"):
+        layer.slope = slope
+    assert layer.slope == 0.2
+
+
 def test_linear_training_step_reuses_plans(device, builds):
     layer = ak.nn.Linear(24, 40, activation="silu", device=device)
     x = torch.randn(2, 7, 24, device=device, requires_grad=True)
