@@ -242,6 +242,14 @@ class KernelConfig(BaseModel):
                 label += " " + knob.tag.format(value)
         return label
 
+    def __init__(self, **fields: Any) -> None:
+        """The fields by keyword; ConfigError, one line naming the field and its rule, where
+        one breaks a rule (as ``from_dict``), rather than pydantic's report."""
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise ConfigError(one_line(exc)) from None
+
     def to_json(self) -> str:
         return self.model_dump_json()
 
@@ -286,6 +294,11 @@ def one_line(exc: ValidationError, what: str = "invalid config") -> str:
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "config"
         msg = err["msg"].removeprefix("Value error, ")
+        if msg.startswith("invalid config: ") and err["loc"]:  # a nested KernelConfig's own line
+            for inner in msg.removeprefix("invalid config: ").split("; "):
+                field, _, rule = inner.partition(": ")
+                parts.append(f"{where}: {rule}" if field == "config" else f"{where}.{field}: {rule}")
+            continue
         parts.append(f"{where}: {msg}")
     return f"{what}: " + "; ".join(parts)
 

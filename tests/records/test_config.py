@@ -30,9 +30,11 @@ def test_from_json_file_and_wrapped_entry(tmp_path):
         ("num_stages", 9, r"\[1, 8\]"),
     ],
 )
-def test_rejects_bad_fields(field, value, match):
+@pytest.mark.parametrize("build", ["from_dict", "keywords"])
+def test_rejects_bad_fields(field, value, match, build):
+    """From a dict or built directly with keywords: a ConfigError of one line naming the field."""
     with pytest.raises(ConfigError, match=match) as info:
-        KernelConfig.from_dict({field: value})
+        KernelConfig.from_dict({field: value}) if build == "from_dict" else KernelConfig(**{field: value})
     assert field in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -53,6 +55,8 @@ def test_missing_config_file_is_named(tmp_path):
 def test_tile_too_small_for_warps():
     with pytest.raises(ConfigError, match="too small for 8 warps"):
         KernelConfig.from_dict({"block_m": 16, "block_n": 16, "num_warps": 8})
+    with pytest.raises(ConfigError, match="^invalid config: config: tile 16x16 is too small for 8 warps$"):
+        KernelConfig(block_m=16, block_n=16)
 
 
 def test_shared_memory_estimate_against_limit():
