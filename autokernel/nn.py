@@ -135,6 +135,8 @@ class Linear(torch.nn.Linear):
     @classmethod
     def from_linear(cls, module: torch.nn.Linear, activation: str | None = None, slope: float = 0.01) -> "Linear":
         """An autokernel Linear that shares ``module``'s parameters (optimizers keep working)."""
+        if not isinstance(module, torch.nn.Linear):
+            raise TypeError(f"from_linear takes a torch.nn.Linear, got {type(module).__name__}")
         new = cls(module.in_features, module.out_features, bias=module.bias is not None,
                   activation=activation, slope=slope, device="meta")
         new.weight = module.weight
@@ -269,6 +271,8 @@ def swap_linear(model: torch.nn.Module, fuse_activations: bool = True) -> torch.
         ``model``, for chaining; a bare torch.nn.Linear cannot change in place, so for
         one the new module is returned instead.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"swap_linear takes a torch.nn.Module, got {type(model).__name__}")
     if type(model) is torch.nn.Linear:
         return Linear.from_linear(model)
     sites = list(linear_sites(model, fuse_activations))  # walked before anything changes

@@ -282,3 +282,9 @@ def test_swap_linear_warns_of_an_unrun_lazy_linear():
     model(torch.randn(2, 3))  # run once: now a torch.nn.Linear, swapped with its ReLU
     swap_linear(model)
     assert type(model[0]) is Linear and model[0].activation == "relu"
+
+
+@pytest.mark.parametrize("call", ["from_linear", "swap_linear"])
+def test_a_module_that_is_not_one_is_named(call):
+    with pytest.raises(TypeError, match="torch.nn"):
+        Linear.from_linear("x") if call == "from_linear" else swap_linear(5)
