@@ -100,9 +100,10 @@ def matmul(
 
     Differentiable: when grad mode is on and any of a, b, bias requires grad, it runs as
     ``linear(a, b.t(), bias)`` through ``autokernel.autograd.LinearFunction``; ``out=``
-    then raises RuntimeError, as torch's does (and an ``out`` that requires grad itself). Otherwise arguments are checked, and the
-    config resolved, once per layout (``GemmPlan``); an ``out=`` is checked against the
-    inputs' memory on every call (data pointers are not part of a layout).
+    then raises RuntimeError, as torch's does, and so does an ``out`` that requires grad
+    itself. Otherwise arguments are checked, and the config resolved, once per layout
+    (``GemmPlan``); an ``out=`` is checked against the inputs' memory on every call (data
+    pointers are not part of a layout).
 
     Under ``torch.autocast`` it runs as torch.matmul does there: floating inputs cast to
     the autocast dtype (none with ``out=``, which autocast leaves alone too).

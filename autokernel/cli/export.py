@@ -71,7 +71,7 @@ def export_best(
     if output is None:
         typer.echo(text, nl=False)
         return
-    _write(Path(output), text, path)
+    _write(Path(output), text)
     err_console.print(f"wrote {len(exported.entries)} configs for {exported.device} to {output}",
                       highlight=False, markup=False, soft_wrap=True)  # a path or device name is no markup
 
@@ -104,7 +104,8 @@ def _export_per_device(trials, path, directory: Path, dtype, activation) -> None
         if not exported.entries:
             continue
         target = directory / f"{best.device_key(name)}.json"
-        _write(target, exported.to_json(), path)
+        _refuse_history(target, path)
+        _write(target, exported.to_json())
         written += 1
         err_console.print(f"wrote {len(exported.entries)} configs for {name} to {target}",
                           highlight=False, markup=False, soft_wrap=True)
@@ -131,12 +132,11 @@ def _refuse_history(path: Path, history: Path) -> None:
              "write it to another file")
 
 
-def _write(path: Path, text: str, history: Path) -> None:
-    """Beside the target, then renamed over it: an old file survives a failed write whole.
-    Never over ``history``, the file the configs come from."""
+def _write(path: Path, text: str) -> None:
+    """Beside the target, then renamed over it: an old file survives a failed write whole
+    (the caller has refused the history as a target: ``_refuse_history``)."""
     from autokernel.userfiles import write_atomically
 
-    _refuse_history(path, history)
     try:
         write_atomically(path, text)
     except OSError as exc:
