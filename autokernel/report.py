@@ -16,10 +16,12 @@ and bandwidth fractions as fractions of 1.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import statistics
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -103,17 +105,17 @@ def result_row(suite: str, impl: str, trial: Any, *, command: str, run_id: str, 
 
 def _json_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) of each row of a JSON-lines results file; ValueError (one line
-    naming the file and line) for a file that is missing, unreadable or not JSON lines. A row
-    cut short (a line that opens an object but does not parse: the writer was killed mid-row)
+    naming the file and line) for a file that is missing, unreadable or not JSON lines; a name
+    ending in .gz is read through gzip (records kept compressed). A row cut short (a line that opens an object but does not parse: the writer was killed mid-row)
     is skipped with one warning."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
     except FileNotFoundError:
         raise ValueError(f"results file {path} does not exist") from None
     except IsADirectoryError:
         raise ValueError(f"results file {path} is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read results file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     rows, torn = [], []
     for i, line in enumerate(text.splitlines(), 1):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import math
 import random
@@ -33,7 +34,7 @@ def read_rows(paths: list[str]) -> list[dict]:
     file's rows alone (a newer measurement supersedes an older one)."""
     by_file = []
     for path in paths:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             by_file.append([json.loads(line) for line in f if line.strip()])
     owner = {shape_key(row): i for i, rows in enumerate(by_file) for row in rows}
     return [row for i, rows in enumerate(by_file) for row in rows if owner[shape_key(row)] == i]

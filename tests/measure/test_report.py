@@ -7,6 +7,7 @@ arithmetic and the rendering, and must never be committed as benchmark figures.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -147,6 +148,16 @@ def test_bad_results_are_one_line_and_keep_the_old_report(tmp_path, content, mes
     result = runner.invoke(app, ["report", str(path), "-o", str(out), "--plots-dir", str(tmp_path / "img")])
     assert message in one_error_line(result, 2)
     assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
+
+
+def test_gzipped_results_read_as_the_plain_file(results, tmp_path):
+    packed = tmp_path / "results.jsonl.gz"
+    packed.write_bytes(gzip.compress(results.read_bytes()))
+    assert read_results(packed) == read_results(results)
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(gzip.compress(results.read_bytes())[:-30])
+    result = runner.invoke(app, ["report", str(broken), "-o", str(tmp_path / "B.md"), "--no-plots"])
+    assert "cannot read results file" in one_error_line(result, 2)
 
 
 def test_rows_cut_short_are_skipped_with_one_warning(results, tmp_path):

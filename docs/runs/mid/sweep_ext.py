@@ -1,6 +1,6 @@
 """select_sweep with candidate configs added (new TMA tiles, flattened loops), to see whether
 they raise the best of the candidates on drawn shapes and to fit their model constants.
-As run on the H100 (benchmarks/results/select_sweep_ext_h100.jsonl):
+As run on the H100 (benchmarks/results/select_sweep_ext_h100.jsonl.gz):
     python3 docs/runs/mid/sweep_ext.py --out ext.jsonl --n 160 --seed 23 --time-budget 470
 """
 import sys

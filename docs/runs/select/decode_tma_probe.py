@@ -15,7 +15,7 @@ Tile sets (``--tiles``):
         [--min-m M] [--tiles thin|skinny]
 As run on the H100:
 - decode_probe_shapes.csv (random_shapes.py, seed 23428, M <= 128), budget 510, thin;
-  record benchmarks/results/select_thin_tma_h100.jsonl.
+  record benchmarks/results/select_thin_tma_h100.jsonl.gz.
 """
 import argparse, json, sys, time
 sys.path.insert(0, "benchmarks")
