@@ -122,6 +122,16 @@ def _descriptors(
 
 
 @triton.jit
+def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Where tile (pid_m, pid_n)'s boxes start: the last row and column of tiles end at M
+    and N where the operands are that large, so that no TMA box lies mostly past an
+    operand's end (loaded slowly: on the H100 a 128x128 tile with a long K ran 1.38x slower
+    at M = 388 than so; docs/kernel-notes.md)."""
+    return (tl.minimum(pid_m * BLOCK_M, tl.maximum(M - BLOCK_M, 0)),
+            tl.minimum(pid_n * BLOCK_N, tl.maximum(N - BLOCK_N, 0)))
+
+
+@triton.jit
 def _whole_tile(
     tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, A_TRANS: tl.constexpr,
@@ -129,17 +139,13 @@ def _whole_tile(
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
 ):
     """One output tile with its whole K loop and epilogue: a data-parallel tile of the
-    persistent kernels (the plain one, and the stream-K one's whole waves).
-
-    The last row and column of tiles end at M and N where the operands are that large: a
-    TMA box mostly past the operand's end loaded slowly (on the H100 a 128x128 tile ran
-    1.38x slower at M = 388 than shifted; docs/kernel-notes.md). The rows and columns such a
-    tile shares with its neighbours are computed alike and stored again with the same
-    values; the neighbours come before it in the tile order, so they are whole tiles too
-    (the stream-K tail is the order's last tiles)."""
+    persistent kernels (the plain one, and the stream-K one's whole waves), at
+    ``_tile_origin``. The rows and columns a last-row or last-column tile shares with its
+    neighbours are computed alike and stored again with the same bits; the neighbours come
+    before it in the tile order, so they are whole tiles too (the stream-K tail is the
+    order's last tiles)."""
     pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m = tl.minimum(pid_m * BLOCK_M, tl.maximum(M - BLOCK_M, 0))
-    off_n = tl.minimum(pid_n * BLOCK_N, tl.maximum(N - BLOCK_N, 0))
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
     _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
@@ -333,9 +339,9 @@ def _matmul_tma_streamk_kernel(
                               tl.where(t < sk_tiles, k_tiles, k_first))
             t = tl.minimum(t, sk_tiles - 1)
             pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
-                          UPCAST, BLOCK_K)
+            acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
             slot = tl.where(head, pid, head_slots + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
             tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc, mask=k_first < k_last)
     else:
@@ -347,9 +353,9 @@ def _matmul_tma_streamk_kernel(
         k_first = (chunk * k_tiles) // chunks
         k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
         pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = _k_loop(a_desc, b_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last, A_TRANS, B_TRANS,
-                      UPCAST, BLOCK_K)
+        acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
         if pid < sk_progs:
             slot = pid.to(tl.int64) * (BLOCK_M * BLOCK_N)
             tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc)
@@ -388,9 +394,12 @@ def _streamk_fixup_kernel(
         slot = (chunk * sk_tiles + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
         acc += tl.load(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :])
     pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    store_epilogue(acc, pid_m * BLOCK_M + offs_m, pid_n * BLOCK_N + offs_n, M, N, c_ptr, stride_cm, 1,
-                   bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION,
-                   True)
+    # The partials are of the tile at _tile_origin: the rows and columns it shares with
+    # the tile before it are that tile's to store (masked out here).
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+    store_epilogue(acc, off_m + offs_m, off_n + offs_n, M, N, c_ptr, stride_cm, 1, bias_ptr, stride_bias, z_ptr,
+                   stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, True,
+                   pid_m * BLOCK_M, pid_n * BLOCK_N, True)
 
 
 FIXUP_PIECE = (32, 64)
