@@ -4,6 +4,7 @@ shared memory in a call's mode, and the default config of a shape."""
 from __future__ import annotations
 
 import functools
+import numbers
 
 import torch
 
@@ -89,7 +90,17 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
     each program costs Python time there. Cached: KernelConfig is frozen, and building one
     through pydantic on every call showed in the per-launch host time. ``gpu`` asks for
     the GPU's or the interpreter's choice regardless of where this process runs (replay).
+    M, N and K must be non-negative integers and ``dtype`` float16, bfloat16 or float32
+    (a TypeError or ValueError naming the argument otherwise).
     """
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"default_config: {name} must be an integer, got {value!r}")
+        if value < 0:
+            raise ValueError(f"default_config: {name} must be >= 0, got {value}")
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"default_config: dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype!r}")
+    m, n, k = int(m), int(n), int(k)
     if not (gpu if gpu is not None else not runtime.INTERPRETER):
         def fit(x: int, cap: int) -> int:
             return min(cap, max(16, _next_pow2(max(x, 1))))

@@ -100,3 +100,21 @@ def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
 @pytest.mark.parametrize("shape", [(256, 1024, 256), (512, 512, 2048), (768, 768, 768), (8192, 8192, 8192)])
 def test_default_config_fits_in_float32(shape):
     check_fits(default_config(*shape, torch.float32, gpu=True), torch.float32, limit=232448)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((-1, 64, 64), ValueError, "m must be >= 0, got -1"),
+    ((64, 1.5, 64), TypeError, "n must be an integer, got 1.5"),
+    ((64, 64, True), TypeError, "k must be an integer, got True"),
+    ((64, 64, "64"), TypeError, "k must be an integer, got '64'"),
+    ((64, 64, 64, "float16"), TypeError, "dtype must be torch.float16, torch.bfloat16 or torch.float32"),
+    ((64, 64, 64, torch.float64), TypeError, "got torch.float64"),
+])
+def test_default_config_names_a_bad_argument(args, error, message):
+    with pytest.raises(error, match=message):
+        default_config(*args, gpu=True)
+
+
+def test_default_config_takes_numpy_integers():
+    np = pytest.importorskip("numpy")
+    assert default_config(np.int64(300), 4096, 4096, gpu=True) == default_config(300, 4096, 4096, gpu=True)
