@@ -24,8 +24,8 @@ _INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 # is cheaper (+3.5 % over the plain GEMM against +6.2 % on the H100's fused shapes) but
 # cancels where tanh u is near -1, up to ~2e-2 relative error in bf16 in the negative
 # tail (docs/kernel-notes.md). The interpreter has no PTX: there each instruction is its
-# exact formula, with 2^x's argument clamped below the float32 overflow (2^127 already
-# makes the result z * 6e-39, zero in the output dtype's terms).
+# exact formula, with the reciprocal 0 where 2^x would pass 2^127 (as ftz makes it on the
+# GPU: z * 6e-39 is zero in the output dtype's terms, and -inf * 0 is NaN, as in torch).
 _HW_MATH = tl.constexpr(not runtime.INTERPRETER)
 """Compiled for a GPU: PTX approximate instructions may be used (not in the interpreter)."""
 _LOG2E = tl.constexpr(1.4426950408889634)
@@ -48,8 +48,8 @@ def _times_sigmoid(z, x):
                                       pack=1)
         r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + e], dtype=tl.float32,
                                       is_pure=True, pack=1)
-    else:
-        r = 1.0 / (1.0 + tl.math.exp2(tl.minimum(x, _EXP2_MAX)))
+    else:  # as the GPU's ftz instructions: 0 where 2^x overflows, so that act(-inf) is NaN as in torch
+        r = tl.where(x > _EXP2_MAX, 0.0, 1.0 / (1.0 + tl.math.exp2(tl.minimum(x, _EXP2_MAX))))
     return z * r
 
 

@@ -101,3 +101,29 @@ def test_nan_in_an_input_stays_nan_as_in_torch(act, kernel, device):
     nan[:, 7] = True
     assert torch.equal(out.isnan(), nan)
     assert torch.equal(torch.nn.functional.relu(a @ b + bias).isnan().cpu(), nan)
+
+
+TORCH_ACT = {
+    "none": lambda z: z, "relu": torch.relu, "leaky_relu": lambda z: torch.nn.functional.leaky_relu(z, 0.01),
+    "gelu": torch.nn.functional.gelu, "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+}
+
+
+@pytest.mark.parametrize("act", list(TORCH_ACT))
+def test_infinities_and_far_tails_as_torch_gives_them(act, device):
+    """act(+-inf) and act of large finite values, one per row: what torch gives (silu and
+    gelu_tanh of -inf are NaN, as -inf * 0; the GPU's ftz reciprocal makes them so, and
+    the interpreter's formula must too), zero or the input itself in the far tails."""
+    values = [float("-inf"), float("inf"), -1e30, -200.0, -90.0, 90.0, 200.0, 1e30]
+    a = torch.zeros(len(values), 16, device=device)
+    a[:, 0] = torch.tensor(values)
+    b = torch.zeros(16, 16, device=device)
+    b[0] = 1.0
+    config = ak.KernelConfig(block_m=16, block_n=16, block_k=16, num_warps=1, variant="grouped")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's inf * 0 under the interpreter: the point here
+        out = ak.matmul(a, b, None, act, config=config).cpu()[:, 0]
+    want = TORCH_ACT[act](torch.tensor(values))
+    assert torch.equal(out.isnan(), want.isnan()), (out, want)
+    assert torch.allclose(out[~want.isnan()], want[~want.isnan()], rtol=1e-6, atol=1e-30), (out, want)
