@@ -85,7 +85,9 @@ def matmul(
     Args:
         a: [M, K] float16, bfloat16 or float32 (tf32 on the GPU); any strides.
         b: [K, N], same dtype and device as ``a``; any strides (``w.t()`` is read in place).
-        bias: optional [N], added in float32 before the activation.
+        bias: optional [N], added in float32 before the activation; it may be of another
+            floating dtype than ``a`` (a float32 bias of a bfloat16 layer), where torch.addmm
+            refuses one.
         activation: None, "relu", "leaky_relu", "gelu" (exact), "gelu_tanh" or "silu".
         slope: negative slope of leaky_relu.
         config: tile and launch parameters; by default a tuned config for the nearest shape
@@ -164,7 +166,8 @@ def linear(
     Args:
         x: [..., in_features]; leading dimensions are flattened into M.
         weight: [out_features, in_features], as in torch.nn.Linear (read transposed in place).
-        bias: optional [out_features].
+        bias: optional [out_features], of any floating dtype (as in ``matmul``); its
+            gradient comes back in its own dtype.
         config: forward GEMM config ([M, out] = [M, in] @ [in, out]).
         dx_config: backward config of dX ([M, in] = [M, out] @ [out, in]).
         dw_config: backward config of dW ([out, in] = [out, M] @ [M, in]).

@@ -264,3 +264,22 @@ def test_out_with_autograd_raises_as_torch_does(needs):
     with pytest.raises(RuntimeError, match="out="):
         autokernel.matmul(a, b, out=out)
     assert (out.detach() == 7).all()
+
+
+def test_bias_of_another_dtype_is_added_in_float32_and_gets_its_own_gradient():
+    """A float32 bias on a float16 layer (torch.addmm refuses one): the forward adds it in
+    float32, and its gradient comes back as float32, the column sums of dY."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(19, 40, generator=gen).to(DEVICE, torch.float16).requires_grad_()
+    w = torch.randn(24, 40, generator=gen).to(DEVICE, torch.float16).requires_grad_()
+    b = (torch.randn(24, generator=gen) * 1e3).to(DEVICE).requires_grad_()  # large: float16 would round it
+    y = autokernel.linear(x, w, b, "silu", config=KernelConfig(block_m=16, block_n=16, block_k=16, num_warps=1))
+    ref = torch.nn.functional.silu(x.detach().float() @ w.detach().float().t() + b.detach())
+    assert y.dtype == torch.float16
+    assert_close(y.float(), ref, torch.float16, "forward")
+    dy = torch.randn(19, 24, generator=gen).to(DEVICE, torch.float16)
+    y.backward(dy)
+    assert b.grad.dtype == torch.float32
+    z = x.detach().float() @ w.detach().float().t() + b.detach()
+    want = (dy.float() * torch.sigmoid(z) * (1 + z * (1 - torch.sigmoid(z)))).sum(0)
+    assert_close(b.grad, want, torch.float16, "dbias")
