@@ -164,7 +164,13 @@ _D = knobs.DEFAULTS
 
 
 class ConfigError(ValueError):
-    """A KernelConfig that cannot be built or cannot run on this device."""
+    """A KernelConfig that cannot be built or cannot run on this device. ``problems``: the
+    (field path, rule) pairs its message was made of, where it came from validation (a
+    model holding a config reports them under its own field)."""
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class KernelConfig(BaseModel):
@@ -248,7 +254,7 @@ class KernelConfig(BaseModel):
         try:
             super().__init__(**fields)
         except ValidationError as exc:
-            raise ConfigError(one_line(exc)) from None
+            raise ConfigError(one_line(exc), _problems(exc)) from None
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -258,7 +264,7 @@ class KernelConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(one_line(exc)) from None
+            raise ConfigError(one_line(exc), _problems(exc)) from None
 
     @classmethod
     def from_json(cls, text: str) -> "KernelConfig":
@@ -288,19 +294,25 @@ class KernelConfig(BaseModel):
         return cls.from_dict(data)
 
 
+def _problems(exc: ValidationError) -> tuple[tuple[str, str], ...]:
+    """(field path, rule) of each error of ``exc``; a nested config's ConfigError (raised by
+    KernelConfig's __init__, which pydantic calls for a field holding a config) gives its
+    own pairs under the field's path."""
+    out: list[tuple[str, str]] = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError) and inner.problems:
+            out += [(f"{where}.{field}" if where and field else where or field, rule)
+                    for field, rule in inner.problems]
+        else:
+            out.append((where, err["msg"].removeprefix("Value error, ")))
+    return tuple(out)
+
+
 def one_line(exc: ValidationError, what: str = "invalid config") -> str:
     """A pydantic ValidationError as one line: ``what: field.path: message; ...``."""
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "config"
-        msg = err["msg"].removeprefix("Value error, ")
-        if msg.startswith("invalid config: ") and err["loc"]:  # a nested KernelConfig's own line
-            for inner in msg.removeprefix("invalid config: ").split("; "):
-                field, _, rule = inner.partition(": ")
-                parts.append(f"{where}: {rule}" if field == "config" else f"{where}.{field}: {rule}")
-            continue
-        parts.append(f"{where}: {msg}")
-    return f"{what}: " + "; ".join(parts)
+    return f"{what}: " + "; ".join(f"{where or 'config'}: {rule}" for where, rule in _problems(exc))
 
 
 # ---- trials -------------------------------------------------------------------------------
