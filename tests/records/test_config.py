@@ -118,3 +118,13 @@ def test_default_config_names_a_bad_argument(args, error, message):
 def test_default_config_takes_numpy_integers():
     np = pytest.importorskip("numpy")
     assert default_config(np.int64(300), 4096, 4096, gpu=True) == default_config(300, 4096, 4096, gpu=True)
+
+
+def test_config_error_keeps_its_field_rule_pairs():
+    with pytest.raises(ConfigError) as info:
+        KernelConfig(block_m=17, num_warps=3)
+    assert [field for field, _ in info.value.problems] == ["block_m", "num_warps"]
+    assert str(info.value) == "invalid config: " + "; ".join(f"{f}: {r}" for f, r in info.value.problems)
+    with pytest.raises(ConfigError) as info:
+        KernelConfig(block_m=16, block_n=16, num_warps=16)  # a rule across fields: the config's own
+    assert info.value.problems == (("", "tile 16x16 is too small for 16 warps"),)
