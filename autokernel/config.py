@@ -74,7 +74,9 @@ def _config(**fields) -> KernelConfig:
     return KernelConfig(**fields)
 
 
-@functools.lru_cache(maxsize=1024)
+_DEFAULT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
 def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *, gpu: bool | None = None) -> KernelConfig:
     """A sensible config for an M x N x K problem, before any tuning.
 
@@ -93,14 +95,22 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
     M, N and K must be non-negative integers and ``dtype`` float16, bfloat16 or float32
     (a TypeError or ValueError naming the argument otherwise).
     """
+    if type(m) is int and type(n) is int and type(k) is int and min(m, n, k) >= 0 and dtype in _DEFAULT_DTYPES:
+        return _default_config(m, n, k, dtype, gpu)
     for name, value in (("m", m), ("n", n), ("k", k)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"default_config: {name} must be an integer, got {value!r}")
         if value < 0:
             raise ValueError(f"default_config: {name} must be >= 0, got {value}")
-    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
+    if dtype not in _DEFAULT_DTYPES:
         raise TypeError(f"default_config: dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype!r}")
-    m, n, k = int(m), int(n), int(k)
+    return _default_config(int(m), int(n), int(k), dtype, gpu)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_config(m: int, n: int, k: int, dtype: torch.dtype, gpu: bool | None) -> KernelConfig:
+    """default_config on checked arguments, cached (the checks stay outside: the cache
+    takes True for 1 and 64.0 for 64)."""
     if not (gpu if gpu is not None else not runtime.INTERPRETER):
         def fit(x: int, cap: int) -> int:
             return min(cap, max(16, _next_pow2(max(x, 1))))

@@ -106,11 +106,14 @@ def test_default_config_fits_in_float32(shape):
     ((-1, 64, 64), ValueError, "m must be >= 0, got -1"),
     ((64, 1.5, 64), TypeError, "n must be an integer, got 1.5"),
     ((64, 64, True), TypeError, "k must be an integer, got True"),
+    ((64, 1.0, 64), TypeError, "n must be an integer, got 1.0"),
     ((64, 64, "64"), TypeError, "k must be an integer, got '64'"),
     ((64, 64, 64, "float16"), TypeError, "dtype must be torch.float16, torch.bfloat16 or torch.float32"),
     ((64, 64, 64, torch.float64), TypeError, "got torch.float64"),
 ])
 def test_default_config_names_a_bad_argument(args, error, message):
+    default_config(64, 64, 1, gpu=True)  # cached first: the cache takes True for 1, 1.5 for nothing
+    default_config(64, 1, 64, gpu=True)
     with pytest.raises(error, match=message):
         default_config(*args, gpu=True)
 
