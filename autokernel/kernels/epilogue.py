@@ -55,10 +55,12 @@ def _times_sigmoid(z, x):
 
 @triton.jit
 def _sigmoid_parts(x):
-    """(s, 1 - s) for s = 1 / (1 + 2^x), each without cancellation: 1 - s = 2^x s."""
+    """(s, 1 - s) for s = 1 / (1 + 2^x), each without cancellation: 1 - s = 2^x s; (0, 1)
+    where 2^x overflows, so that act'(-inf) is NaN as in torch (-inf * 0)."""
     e = tl.math.exp2(tl.minimum(x, _EXP2_MAX))
     s = 1.0 / (1.0 + e)
-    return s, e * s
+    big = x > _EXP2_MAX
+    return tl.where(big, 0.0, s), tl.where(big, 1.0, e * s)
 
 
 @triton.jit
