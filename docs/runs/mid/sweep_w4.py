@@ -1,7 +1,7 @@
 """select_sweep with TMA configs the candidates lack added: 128x128 tiles on one warpgroup
 (4 warps) and deeper pipelines, on the weakest mid-size problems of the fresh draws.
 As run on the H100 (docs/runs/mid/sweep_w4_h100.jsonl):
-    python3 docs/runs/mid/sweep_w4.py --shapes docs/runs/mid/weak_mid.csv --out OUT.jsonl --time-budget 170
+    python3 docs/runs/mid/sweep_w4.py --shapes docs/runs/mid/weak_mid.csv --out OUT.jsonl --time-budget 150
 """
 import sys
 sys.path.insert(0, ".")
