@@ -392,7 +392,7 @@ def _typed(df: "pd.DataFrame") -> "pd.DataFrame":
     for c in _FLOAT_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     for c in _INT_COLUMNS:
-        df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")  # _parse kept them within int64
+        df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")  # _numbers_valid kept them within int64
     df["bias"] = df["bias"].map({"True": True, "False": False, "true": True, "false": False}).astype("boolean")
     text_cols = [c for c in COLUMNS if c not in _FLOAT_COLUMNS and c not in _INT_COLUMNS and c != "bias"]
     df[text_cols] = df[text_cols].astype(object)

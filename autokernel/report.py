@@ -106,8 +106,9 @@ def result_row(suite: str, impl: str, trial: Any, *, command: str, run_id: str, 
 def _json_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) of each row of a JSON-lines results file; ValueError (one line
     naming the file and line) for a file that is missing, unreadable or not JSON lines; a name
-    ending in .gz is read through gzip (records kept compressed). A row cut short (a line that opens an object but does not parse: the writer was killed mid-row)
-    is skipped with one warning."""
+    ending in .gz is read through gzip (records kept compressed). A row cut short (a line
+    that opens an object but does not parse: the writer was killed mid-row) is skipped with
+    one warning."""
     path = Path(path)
     try:
         text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
