@@ -83,6 +83,7 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(64, 256, 64, 16, 4, 4, "tma"),
     _c(64, 256, 64, 8, 4, 4, "tma", flatten=True),
     _c(128, 128, 64, 8, 8, 4, "tma", flatten=True),
+    _c(128, 128, 64, 8, 4, 5, "tma", flatten=True),
     # large: 128x256 tiles on the persistent TMA kernel
     _c(128, 256, 64, 8, 8, 3, "tma"),
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),
@@ -93,6 +94,7 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     # flattened ones first: of equal predictions the first wins)
     _c(64, 256, 64, 8, 4, 4, "tma", flatten=True, stream_k=True),
     _c(128, 128, 64, 8, 8, 4, "tma", flatten=True, stream_k=True),
+    _c(128, 128, 64, 8, 4, 5, "tma", flatten=True, stream_k=True),
     _c(128, 256, 64, 8, 8, 3, "tma", flatten=True, stream_k=True),
     _c(128, 128, 64, 8, 8, 4, "tma", stream_k=True),
     _c(64, 256, 64, 16, 4, 4, "tma", stream_k=True),

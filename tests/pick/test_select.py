@@ -242,12 +242,12 @@ def test_explain_prints_the_ranking_and_the_pick(h100):
 
 
 def test_explain_says_how_a_picked_stream_k_tail_is_cut(h100):
-    args = ["explain", "--m", "1440", "--n", "1536", "--k", "28416", "-d", "bf16", "--device", "h100"]
+    args = ["explain", "--m", "1440", "--n", "1792", "--k", "28416", "-d", "bf16", "--device", "h100"]
     out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert out["config"]["stream_k"] and out["config"]["variant"] == "tma"
-    assert out["stream_k_tail"].startswith("72 tiles of 444 K steps, each cut in 1 head of 296 and a tail of 148")
+    assert out["stream_k_tail"].startswith("84 tiles of 444 K steps, each cut in 1 head of 296 and a tail of 148")
     text = CliRunner().invoke(app, args)
-    assert text.exit_code == 0 and "stream-K tail: 72 tiles" in text.output
+    assert text.exit_code == 0 and "stream-K tail: 84 tiles" in text.output
     plain = json.loads(CliRunner().invoke(app, ["explain", "--m", "1024", "--n", "1024", "--k", "8192",
                                                 "--device", "h100", "--json"]).stdout)
     assert plain["stream_k_tail"] is None  # split-K picked: no tail to describe
