@@ -4,6 +4,7 @@ the selector's model is fitted from (benchmarks/fit_selector.py), and the check 
 
     python3 benchmarks/select_sweep.py --out sweep.jsonl [--n 120] [--seed 7] [--time-budget 480]
     python3 benchmarks/select_sweep.py --shapes configs/shapes/broad.csv --out broad.jsonl
+    python3 benchmarks/select_sweep.py --configs NEW.json --min-m 65 --n 400 --out fit_rows.jsonl
 
 Shapes are drawn as real models' linear layers look (M tokens log-uniform from 1 to 16384,
 N and K model widths, float16/bfloat16, mostly the nn.Linear layout), with a fixed seed, and
@@ -15,7 +16,9 @@ within 4x, else the default) are checked once against a float32 reference, then 
 timed together with torch (cuBLAS, and the activation eagerly where there is one) by
 ``timing.race`` (CUDA graphs interleaved, GPU time per call). One JSON line per (shape,
 config), flushed as measured; a row's ``roles`` says which of default, pick and previous
-it is.
+it is. With --configs, the configs of a JSON list instead of the candidates (with the
+default, pick and previous as ever): the rows that fit a new config's constants
+(``benchmarks/fit_selector.py --add-to``) before it joins the candidates.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import torch
 
 from autokernel import api, best, matmul, runtime
 from autokernel.candidates import CANDIDATES
-from autokernel.config import default_config, shared_memory_bytes
+from autokernel.config import ConfigError, KernelConfig, default_config, shared_memory_bytes
 from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
 from autokernel.select import rows_aligned, why_not
@@ -103,14 +106,14 @@ def input_sets(p: Problem, seed: int, device: torch.device | None = None) -> lis
     return make_input_sets(make, p.bytes, GRAPH_INPUT_SETS)
 
 
-def sweep_problem(p: Problem, limit: int, extra: tuple = ()) -> list[dict]:
-    """Every candidate that applies, the default, pick and previous configs, and ``extra``
+def sweep_problem(p: Problem, limit: int, extra: tuple = (), candidates: tuple = CANDIDATES) -> list[dict]:
+    """Every one of ``candidates`` that applies, the default, pick and previous configs, and ``extra``
     (configs not among the candidates, timed wherever they fit in shared memory and the
     TMA kernel can take the operands: a candidate's trial before it joins the set), each
     checked and raced with torch: one row per config, then torch's."""
     tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
     aligned = rows_aligned(p.k, p.layout)
-    configs = [c for c in CANDIDATES if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count(), aligned) is None
+    configs = [c for c in candidates if why_not(c, p.m, p.n, p.k, tma, runtime.sm_count(), aligned) is None
                and shared_memory_bytes(c, p.torch_dtype) <= limit]
     configs += [c for c in extra if c not in configs and (tma or c.variant != "tma")
                 and shared_memory_bytes(c, p.torch_dtype) <= limit]
@@ -189,7 +192,20 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip", type=int, default=0, help="skip the first SKIP drawn shapes (continue a sweep)")
     ap.add_argument("--time-budget", type=float, default=480.0, metavar="SECONDS")
+    ap.add_argument("--configs", metavar="JSON",
+                    help="time these configs (a JSON list of configs) instead of the selector's candidates, where "
+                         "they apply: the rows that fit a config's constants before it joins the candidates")
+    ap.add_argument("--min-m", type=int, default=1, help="leave out drawn or listed problems of fewer rows")
     args = ap.parse_args(argv)
+    candidates = CANDIDATES
+    if args.configs:
+        try:
+            with open(args.configs) as f:
+                candidates = tuple(KernelConfig.from_dict(d) for d in json.load(f))
+        except (OSError, ValueError, TypeError, ConfigError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+            print(f"error: --configs {args.configs}: {why}", file=sys.stderr)
+            return 2
     if runtime.INTERPRETER:
         print("error: the sweep times kernels on a GPU", file=sys.stderr)
         return 2
@@ -198,12 +214,13 @@ def main(argv=None) -> int:
     device = runtime.device_name()
     with open(args.out, "a") as f:
         problems = read_shapes(args.shapes) if args.shapes else draw_shapes(args.n, args.seed)
+        problems = [p for p in problems if p.m >= args.min_m]
         for i, p in enumerate(problems[args.skip:], start=args.skip):
             if time.monotonic() - start > args.time_budget:
                 print(f"time budget spent after {i} shapes", file=sys.stderr)
                 break
             t0 = time.monotonic()
-            rows = sweep_problem(p, limit)
+            rows = sweep_problem(p, limit, candidates=candidates)
             for row in rows:
                 f.write(json.dumps({**row, "device": device, "index": i}) + "\n")
             f.flush()

@@ -71,6 +71,20 @@ def test_select_sweep_needs_a_gpu():
     assert proc.returncode == 2 and "GPU" in proc.stderr
 
 
+def test_select_sweep_reads_its_configs_file_before_the_gpu(tmp_path):
+    good = tmp_path / "configs.json"
+    good.write_text(json.dumps([{"block_m": 128, "block_n": 128, "block_k": 64, "group_m": 8, "num_warps": 4,
+                                 "num_stages": 6, "variant": "tma", "flatten": True}]))
+    proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull, "--configs", str(good), "--min-m", "65")
+    assert proc.returncode == 2 and "GPU" in proc.stderr, proc.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"block_m": 100, "block_n": 128, "block_k": 64}]))
+    for path in (bad, tmp_path / "missing.json"):
+        proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull, "--configs", str(path))
+        assert proc.returncode == 2 and proc.stderr.startswith(f"error: --configs {path}"), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
 def test_code_stats_counts_the_tree_and_a_revision(tmp_path):
     proc = _run(str(BENCH / "code_stats.py"), "--top", "3")
     assert proc.returncode == 0, proc.stderr
