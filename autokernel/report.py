@@ -16,7 +16,6 @@ and bandwidth fractions as fractions of 1.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import statistics
@@ -30,7 +29,7 @@ from typing import Any, Callable
 from autokernel.records import Problem
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
-from autokernel.userfiles import same_file, write_atomically
+from autokernel.userfiles import read_text, same_file, write_atomically
 
 IMPLEMENTATIONS: dict[str, str] = {
     "triton": "Triton",
@@ -111,7 +110,7 @@ def _json_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     one warning."""
     path = Path(path)
     try:
-        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        text = read_text(path)
     except FileNotFoundError:
         raise ValueError(f"results file {path} does not exist") from None
     except IsADirectoryError:

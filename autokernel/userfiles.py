@@ -61,6 +61,17 @@ def installed(name: str) -> str | None:
         return None
 
 
+def read_text(path: str | Path) -> str:
+    """A file's text, through gzip where its name ends in .gz (records kept compressed).
+    Raises what reading raises: OSError, and EOFError or zlib.error for a torn .gz file."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(path.read_bytes()).decode()
+    return path.read_text()
+
+
 def same_file(a: str | Path, b: str | Path) -> bool:
     """Whether ``a`` and ``b`` name one file: the same file on disk however spelled (relative,
     through a link), or, where either does not exist yet, the same absolute path."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import json
 import math
 import random
@@ -22,6 +21,7 @@ import sys
 from autokernel import best, select
 from autokernel.config import KernelConfig
 from autokernel.records import torch_dtype
+from autokernel.userfiles import read_text
 
 
 def shape_key(row: dict) -> tuple:
@@ -34,8 +34,7 @@ def read_rows(paths: list[str]) -> list[dict]:
     file's rows alone (a newer measurement supersedes an older one)."""
     by_file = []
     for path in paths:
-        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-            by_file.append([json.loads(line) for line in f if line.strip()])
+        by_file.append([json.loads(line) for line in read_text(path).splitlines() if line.strip()])
     owner = {shape_key(row): i for i, rows in enumerate(by_file) for row in rows}
     return [row for i, rows in enumerate(by_file) for row in rows if owner[shape_key(row)] == i]
 
