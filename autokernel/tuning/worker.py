@@ -913,14 +913,15 @@ class CompilePool:
         in this thread as each ends."""
         if not tasks:
             return
-        with self._lock:
-            self._open()
-            batch = _Batch(self._seq, tasks, timeout, device)
-            self._seq += 1
-            self._batches[batch.seq] = batch
-        self._wake()
         left = len(tasks)
-        try:
+        batch: _Batch | None = None
+        try:  # registered inside: an interrupt from here on cancels the batch
+            with self._lock:
+                self._open()
+                batch = _Batch(self._seq, tasks, timeout, device)
+                self._seq += 1
+                self._batches[batch.seq] = batch
+            self._wake()
             while left:
                 if stop is not None and stop.is_set():
                     raise WorkerError("the compile workers were stopped")
@@ -933,10 +934,11 @@ class CompilePool:
                 left -= 1
                 emit(*item)
         finally:
-            with self._lock:
-                self._batches.pop(batch.seq, None)
-            if left:
-                self._wake()  # the pool's thread kills the workers on its candidates
+            if batch is not None:
+                with self._lock:
+                    self._batches.pop(batch.seq, None)
+                if left:
+                    self._wake()  # the pool's thread kills the workers on its candidates
 
     def close(self, kill: bool = False) -> None:
         """Stop the workers (at once with ``kill``); a ``run`` still waiting raises WorkerError."""

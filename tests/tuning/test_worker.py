@@ -69,8 +69,20 @@ def misbehave(config: KernelConfig) -> None:
         ctypes.string_at(0)
     if what == "hang":
         if marker := os.environ.get(HANGING_MARKER):
-            Path(marker).touch()  # the test sees that this candidate is under way
+            mark_begun(Path(marker))  # the test sees that this candidate is under way, and where
         time.sleep(600)
+
+
+def mark_begun(marker: Path) -> None:
+    """Write this process's pid to ``marker`` whole (written aside, then renamed)."""
+    aside = marker.with_name(f"{marker.name}.{os.getpid()}")
+    aside.write_text(str(os.getpid()))
+    os.replace(aside, marker)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a child of this process that is not yet reaped (killed and joined: gone)."""
+    return any(p.pid == pid for p in multiprocessing.active_children())
 
 
 def flaky_evaluate(problem: Problem, config: KernelConfig) -> Trial:
@@ -343,7 +355,7 @@ def device_noting_compile(problem: Problem, config: KernelConfig) -> Trial | Non
     misbehave(config)
     if config.num_stages == 2:
         if marker := os.environ.get(HANGING_MARKER):
-            Path(marker).touch()
+            mark_begun(Path(marker))
         time.sleep(2.0)
     return Trial(problem, config, "compile_error", error=f"device {task_device()} pid {os.getpid()}")
 
@@ -505,6 +517,37 @@ def test_an_aborted_evaluator_leaves_the_shared_pool_to_the_others(tmp_path, mon
     assert compile_workers_alive(within_s=10) == []
 
 
+def test_ctrl_c_as_a_batch_is_sent_cancels_it(tmp_path, monkeypatch):
+    """Ctrl-C the moment a batch joins the shared pool (before its caller waits for it):
+    the batch is cancelled all the same, so its hanging candidate does not hold the pool's
+    one worker from the next caller's batch."""
+    hanging = tmp_path / "hanging"
+    monkeypatch.setenv(HANGING_MARKER, str(hanging))
+    pool = CompilePool(1, compile_fn=device_noting_compile)
+    wake = CompilePool._wake
+    calls = []
+
+    def interrupted_once(self) -> None:
+        wake(self)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(CompilePool, "_wake", interrupted_once)
+    done: list[tuple[int, Trial | None]] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.run([(0, PROBLEM, candidate("hang"))], 300, lambda *result: None)
+        runner = threading.Thread(target=lambda: pool.run([(0, PROBLEM, GOOD)], 300, lambda *r: done.append(r)),
+                                  daemon=True)
+        runner.start()
+        runner.join(120)
+        assert not runner.is_alive(), "the next batch waited behind the cancelled one"
+        assert len(done) == 1 and done[0][1].error.startswith("device None ")
+    finally:
+        pool.close(kill=True)
+
+
 def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tmp_path, monkeypatch):
     """Ctrl-C in the main thread while its candidate hangs in the shared pool: the
     KeyboardInterrupt propagates at once, the hanging worker is killed, the pool stays open."""
@@ -512,23 +555,31 @@ def test_ctrl_c_while_waiting_on_the_shared_pool_kills_the_candidate_s_worker(tm
     monkeypatch.setenv(HANGING_MARKER, str(hanging))
 
     def ctrl_c_once_it_hangs() -> None:
+        # Once the candidate hangs, and only while the test still waits for the interrupt:
+        # no stray SIGINT reaches a later test.
         deadline = time.monotonic() + 120
         while not hanging.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        if not interrupted.is_set():  # (past the deadline, the test fails on the missing marker)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
+    interrupted = threading.Event()
     pool = CompilePool(1, compile_fn=device_noting_compile)
     evaluator = WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool, spare=False,
                                 timeout_s=300)
     try:
         threading.Thread(target=ctrl_c_once_it_hangs, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            evaluator.evaluate(PROBLEM, [candidate("hang")])
-        interrupted = time.monotonic()
-        deadline = interrupted + 10
-        while compile_workers_alive() and time.monotonic() < deadline:
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                evaluator.evaluate(PROBLEM, [candidate("hang")])
+        finally:
+            interrupted.set()
+        assert hanging.exists(), "the candidate never began to compile"
+        hung = int(hanging.read_text())
+        deadline = time.monotonic() + 20
+        while process_alive(hung) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert compile_workers_alive(within_s=10) == []  # the pool's thread killed the hanging candidate's worker
+        assert not process_alive(hung)  # the pool's thread killed the hanging candidate's worker
         hanging.unlink()
         with WorkerEvaluator(evaluate_fn=flaky_evaluate, probe_fn=uncompiled, compile_pool=pool,
                              spare=False) as other:
