@@ -5,6 +5,7 @@ the selector's model is fitted from (benchmarks/fit_selector.py), and the check 
     python3 benchmarks/select_sweep.py --out sweep.jsonl [--n 120] [--seed 7] [--time-budget 480]
     python3 benchmarks/select_sweep.py --shapes configs/shapes/broad.csv --out broad.jsonl
     python3 benchmarks/select_sweep.py --configs NEW.json --min-m 65 --n 400 --out fit_rows.jsonl
+    python3 benchmarks/select_sweep.py --extra-configs TRIAL.json --shapes S.csv --out trial.jsonl
 
 Shapes are drawn as real models' linear layers look (M tokens log-uniform from 1 to 16384,
 N and K model widths, float16/bfloat16, mostly the nn.Linear layout), with a fixed seed, and
@@ -18,7 +19,10 @@ timed together with torch (cuBLAS, and the activation eagerly where there is one
 config), flushed as measured; a row's ``roles`` says which of default, pick and previous
 it is. With --configs, the configs of a JSON list instead of the candidates (with the
 default, pick and previous as ever): the rows that fit a new config's constants
-(``benchmarks/fit_selector.py --add-to``) before it joins the candidates.
+(``benchmarks/fit_selector.py --add-to``) before it joins the candidates. With
+--extra-configs, those configs beside the candidates, wherever they fit in shared memory and
+the TMA kernel takes the operands (the selector's rules do not filter them): whether a
+config on trial beats the set where it runs.
 """
 
 from __future__ import annotations
@@ -184,6 +188,16 @@ def as_record(rows: list[dict], torch_ms: float) -> list[dict]:
     return rows
 
 
+def read_configs(path: str) -> tuple[KernelConfig, ...]:
+    """The configs of a JSON list file; ValueError, in one line naming the file, if it cannot be read."""
+    try:
+        with open(path) as f:
+            return tuple(KernelConfig.from_dict(d) for d in json.load(f))
+    except (OSError, ValueError, TypeError, ConfigError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+        raise ValueError(f"{path}: {why}") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -195,17 +209,20 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", metavar="JSON",
                     help="time these configs (a JSON list of configs) instead of the selector's candidates, where "
                          "they apply: the rows that fit a config's constants before it joins the candidates")
+    ap.add_argument("--extra-configs", metavar="JSON",
+                    help="time these configs (a JSON list) beside the candidates, wherever they fit in shared "
+                         "memory and the TMA kernel takes the operands: configs on trial against the set")
     ap.add_argument("--min-m", type=int, default=1, help="leave out drawn or listed problems of fewer rows")
     args = ap.parse_args(argv)
-    candidates = CANDIDATES
-    if args.configs:
-        try:
-            with open(args.configs) as f:
-                candidates = tuple(KernelConfig.from_dict(d) for d in json.load(f))
-        except (OSError, ValueError, TypeError, ConfigError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
-            print(f"error: --configs {args.configs}: {why}", file=sys.stderr)
-            return 2
+    candidates, extra = CANDIDATES, ()
+    for flag, path in (("--configs", args.configs), ("--extra-configs", args.extra_configs)):
+        if path:
+            try:
+                configs = read_configs(path)
+            except ValueError as exc:
+                print(f"error: {flag} {exc}", file=sys.stderr)
+                return 2
+            candidates, extra = (configs, extra) if flag == "--configs" else (candidates, configs)
     if runtime.INTERPRETER:
         print("error: the sweep times kernels on a GPU", file=sys.stderr)
         return 2
@@ -220,7 +237,7 @@ def main(argv=None) -> int:
                 print(f"time budget spent after {i} shapes", file=sys.stderr)
                 break
             t0 = time.monotonic()
-            rows = sweep_problem(p, limit, candidates=candidates)
+            rows = sweep_problem(p, limit, extra=extra, candidates=candidates)
             for row in rows:
                 f.write(json.dumps({**row, "device": device, "index": i}) + "\n")
             f.flush()

@@ -79,10 +79,13 @@ def test_select_sweep_reads_its_configs_file_before_the_gpu(tmp_path):
     assert proc.returncode == 2 and "GPU" in proc.stderr, proc.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"block_m": 100, "block_n": 128, "block_k": 64}]))
-    for path in (bad, tmp_path / "missing.json"):
-        proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull, "--configs", str(path))
-        assert proc.returncode == 2 and proc.stderr.startswith(f"error: --configs {path}"), proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull, "--extra-configs", str(good))
+    assert proc.returncode == 2 and "GPU" in proc.stderr, proc.stderr
+    for flag in ("--configs", "--extra-configs"):
+        for path in (bad, tmp_path / "missing.json"):
+            proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull, flag, str(path))
+            assert proc.returncode == 2 and proc.stderr.startswith(f"error: {flag} {path}: "), proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_code_stats_counts_the_tree_and_a_revision(tmp_path):
