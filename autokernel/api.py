@@ -131,8 +131,8 @@ def matmul(
     try:
         key = (_layout(a), _layout(b), _layout(bias), _layout(out), activation, slope, config, False)
         plan = plans._PLANS.get(key)
-    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks below name the culprit
-        key = plan = None
+    except (AttributeError, TypeError, RuntimeError):  # not tensors, unhashable, or sparse or nested
+        key = plan = None  # (no strides or storage): the checks below name the culprit
     if plan is None:
         check_matmul_args(a, b, bias, out)
         _check_config("config", config)
@@ -181,8 +181,8 @@ def linear(
     try:
         key = (_layout(x), _layout(weight), _layout(bias), activation, slope, config, dx_config, dw_config)
         entry = plans._LINEARS.get(key)
-    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks below name the culprit
-        key = entry = None
+    except (AttributeError, TypeError, RuntimeError):  # not tensors, unhashable, or sparse or nested
+        key = entry = None  # (no strides or storage): the checks below name the culprit
     if entry is None:
         _check_linear_args(x, weight, bias)
         act = normalize_activation(activation)

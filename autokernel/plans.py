@@ -22,6 +22,9 @@ _KERNEL_DEVICE_TYPE = runtime.kernel_device().type
 def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_nested or t.layout != torch.strided:
+        kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.").lstrip("_")
+        raise TypeError(f"{name} is a {kind} tensor; the kernels take dense (strided) tensors")
     if t.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
     if t.device.type != _KERNEL_DEVICE_TYPE:

@@ -176,6 +176,32 @@ def test_linear_feature_mismatch(device):
         ak.linear(x, w)
 
 
+
+@pytest.mark.parametrize("kind", ["sparse_coo", "sparse_csr", "nested"])
+def test_a_tensor_that_is_not_dense_is_named(kind, device):
+    """Sparse and nested tensors have no strides or storage for the kernels to read: a
+    TypeError naming the argument and its kind, from matmul and linear, with and without
+    grad, and after a dense call of the same shape."""
+    dense = torch.ones(4, 4, device=device)
+
+    def odd(t):
+        if kind == "nested":
+            return torch.nested.nested_tensor([t, t[:2]])
+        return t.to_sparse() if kind == "sparse_coo" else t.to_sparse_csr()
+
+    ak.matmul(dense, dense)
+    ak.linear(dense, dense)
+    calls = {"a": lambda: ak.matmul(odd(dense), dense), "b": lambda: ak.matmul(dense, odd(dense)),
+             "out": lambda: ak.matmul(dense, dense, out=odd(torch.zeros(4, 4, device=device))),
+             "x": lambda: ak.linear(odd(dense), dense),
+             "weight": lambda: ak.linear(dense.clone().requires_grad_(), odd(dense))}
+    if kind == "sparse_coo":  # the one of the three that may be 1-D
+        calls["bias"] = lambda: ak.matmul(dense, dense, odd(torch.ones(4, device=device)))
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"^{name} is a {kind} tensor; the kernels take dense"):
+            call()
+
+
 # ---- the Hopper TMA variant (its descriptors run in the interpreter too) ----
 
 TMA_CFG = dict(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=1, num_stages=1, variant="tma")
