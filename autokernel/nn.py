@@ -37,9 +37,9 @@ class Linear(torch.nn.Linear):
     Under ``torch.autocast`` it runs in the autocast dtype like torch.nn.Linear (float32
     weights cast per call, their gradients float32).
 
-    Inputs the kernels do not take (float64, or tensors on another device than the
-    kernels', e.g. a model moved to the CPU on a GPU machine) run torch's linear and
-    activation instead, with one warning per device and dtype (none under torch.compile):
+    Inputs the kernels do not take (float64, sparse or nested tensors, or tensors on another
+    device than the kernels', e.g. a model moved to the CPU on a GPU machine) run torch's
+    linear and activation instead, with one warning per kind of input (none under torch.compile):
     a swapped model keeps working wherever torch's would.
     """
 
@@ -86,7 +86,8 @@ class Linear(torch.nn.Linear):
         if torch.compiler.is_compiling():
             return self._traced_forward(input)
         if isinstance(input, torch.Tensor) and (input.device.type != _KERNEL_DEVICE_TYPE or
-                                                input.dtype not in SUPPORTED_DTYPES):
+                                                input.dtype not in SUPPORTED_DTYPES or
+                                                input.layout != torch.strided or input.is_nested):
             _warn_torch_path(input)
             return self._torch_forward(input)
         return linear(
@@ -145,18 +146,20 @@ class Linear(torch.nn.Linear):
         return new
 
 
-_WARNED: set[tuple[str, torch.dtype]] = set()
+_WARNED: set[tuple[str, torch.dtype, str]] = set()
 
 
 def _warn_torch_path(input: torch.Tensor) -> None:
-    """Say once per (device type, dtype) that such inputs run torch's linear."""
-    seen = (input.device.type, input.dtype)
+    """Say once per (device type, dtype, layout) that such inputs run torch's linear."""
+    layout = "nested" if input.is_nested else str(input.layout).removeprefix("torch.").lstrip("_")
+    seen = (input.device.type, input.dtype, layout)
     if seen in _WARNED:
         return
     _WARNED.add(seen)
     dtype = str(input.dtype).removeprefix("torch.")
-    warnings.warn(f"autokernel.nn.Linear: {dtype} inputs on {input.device.type} run torch's linear; the kernels "
-                  f"take float16, bfloat16 and float32 on {_KERNEL_DEVICE_TYPE}", stacklevel=2)
+    kind, dense = (dtype, "") if layout == "strided" else (f"{layout} {dtype}", "dense ")
+    warnings.warn(f"autokernel.nn.Linear: {kind} inputs on {input.device.type} run torch's linear; the kernels "
+                  f"take {dense}float16, bfloat16 and float32 on {_KERNEL_DEVICE_TYPE}", stacklevel=2)
 
 
 def _fusable(module: torch.nn.Module) -> tuple[str, float] | None:

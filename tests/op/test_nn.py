@@ -247,6 +247,31 @@ def test_inputs_the_kernels_do_not_take_run_torch_with_one_warning(activation):
                                                                  cpu.activation, 0.2))
 
 
+@pytest.mark.parametrize("kind", ["sparse_coo", "nested"])
+def test_sparse_and_nested_inputs_run_torch_with_one_warning(kind):
+    """Sparse and nested tensors, which torch's linear takes and the kernels do not: torch's
+    linear and activation, with one warning naming the kind of input."""
+    import warnings
+
+    from autokernel import nn as aknn
+    from autokernel.api import torch_activation
+
+    aknn._WARNED.clear()
+    layer = Linear(8, 5, activation="gelu", device=DEVICE)
+    x = torch.randn(3, 8, device=DEVICE)
+    odd = x.to_sparse() if kind == "sparse_coo" else torch.nested.nested_tensor([x, x[:2]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y, _ = layer(odd), layer(odd)
+    assert [str(w.message) for w in caught if "autokernel" in str(w.message)] == [
+        f"autokernel.nn.Linear: {kind} float32 inputs on {DEVICE.type} run torch's linear; the kernels take "
+        f"dense float16, bfloat16 and float32 on {DEVICE.type}"]
+    if kind == "nested":
+        y = y.to_padded_tensor(0.0)[0]
+    ref = torch_activation(torch.nn.functional.linear(x, layer.weight, layer.bias), "gelu")
+    torch.testing.assert_close(y, ref, rtol=FP32_TOL, atol=FP32_TOL)
+
+
 def test_linear_sites_is_what_swap_linear_does():
     """The walk that `autokernel shapes` lists: each site it runs is swapped with that
     activation, each activation it fuses becomes Identity, each one it skips is left."""
