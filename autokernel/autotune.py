@@ -86,12 +86,25 @@ def enable(on: bool | None = True) -> None:
     _switch = None if on is None else bool(on)
 
 
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
+_warned_values: set[str] = set()
+
+
 def enabled() -> bool:
     """Whether tuning on first use is on: the Python switch (``enable``) where set, else
-    ``$AUTOKERNEL_AUTOTUNE`` is "1" (also "true", "yes", "on"), read at each call."""
+    ``$AUTOKERNEL_AUTOTUNE`` is "1" (also "true", "yes", "on"), read at each call. Any
+    other value but an off one ("0", "false", "no", "off") is off too, with one warning."""
     if _switch is not None:
         return _switch
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    value = os.environ.get(ENV, "").strip().lower()
+    if value in _ON:
+        return True
+    if value not in _OFF and value not in _warned_values:
+        _warned_values.add(value)
+        warnings.warn(f"${ENV}={os.environ[ENV]!r} is neither on ({', '.join(_ON)}) nor off "
+                      f"({', '.join(_OFF[1:])}): tuning on first use stays off", RuntimeWarning, stacklevel=2)
+    return False
 
 
 def timing_allowed() -> bool:

@@ -107,6 +107,26 @@ def test_enabled_by_the_environment_or_the_python_switch(monkeypatch):
     assert autotune.enabled()  # back to the environment
 
 
+
+def test_a_value_neither_on_nor_off_warns_once_and_stays_off(monkeypatch, device):
+    """A typo (``AUTOKERNEL_AUTOTUNE=ture``, ``=2``) must not switch tuning off unsaid: one
+    warning naming the value, off, and matmul runs."""
+    import warnings
+
+    monkeypatch.setattr(autotune, "_warned_values", set(), raising=False)
+    monkeypatch.setenv(autotune.ENV, "Ture")
+    with pytest.warns(RuntimeWarning, match=r"\$AUTOKERNEL_AUTOTUNE='Ture' is neither on .* nor off .*stays off"):
+        assert not autotune.enabled()
+    a = torch.ones(4, 4, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not autotune.enabled()  # once per value
+        torch.testing.assert_close(autokernel.matmul(a, a), a @ a)
+        for off in ("", "0", " False ", "no", "OFF"):
+            monkeypatch.setenv(autotune.ENV, off)
+            assert not autotune.enabled()
+
+
 def test_first_use_races_keeps_and_a_second_call_and_process_read_the_winner(monkeypatch, device):
     import autokernel
 
