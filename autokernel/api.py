@@ -141,6 +141,8 @@ def matmul(
             _remember(plans._PLANS, key, plan)
     elif out is not None:
         plan.check_out(out, a, b, bias)
+    if out is not None:  # the kernel writes out behind autograd's back: mark it modified, as torch's out= does
+        torch.autograd.graph.increment_version(out)
     return plan.run(a, b, bias, out)[0]
 
 

@@ -239,6 +239,21 @@ def test_matmul_out_with_grad_raises_as_torch_does():
     torch.testing.assert_close(out, (a @ b).detach(), rtol=FP32_TOL, atol=FP32_TOL)
 
 
+
+def test_out_saved_for_a_backward_is_marked_modified():
+    """out= under no_grad into a tensor a graph saved (exp saves its output): the backward
+    raises as torch's does after its out=, on a cached layout too, rather than computing
+    gradients from what the kernel wrote."""
+    a, b = torch.randn(5, 7, device=DEVICE), torch.randn(7, 6, device=DEVICE)
+    for _ in range(2):
+        x = torch.ones(5, 6, device=DEVICE, requires_grad=True)
+        y = x.exp()
+        with torch.no_grad():
+            autokernel.matmul(a, b, out=y)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
 def test_a_second_derivative_raises_and_first_derivatives_under_create_graph_hold():
     """Under create_graph (a gradient penalty) the first derivatives are the same; taking a
     derivative of them raises, where it gave a silently wrong weight gradient before."""
