@@ -146,6 +146,7 @@ def _first_derivative_only(backward):
 
     @functools.wraps(backward)
     def wrapper(ctx, grad_y):
+        grad_y = grad_y.resolve_neg()  # a negated view's sign is a flag the kernels would not read
         with torch.no_grad():
             grads = backward(ctx, grad_y)
         if not torch.is_grad_enabled() or not any(

@@ -90,6 +90,8 @@ class Linear(torch.nn.Linear):
                                                 input.layout != torch.strided or input.is_nested):
             _warn_torch_path(input)
             return self._torch_forward(input)
+        if isinstance(input, torch.Tensor) and input.is_neg():  # its sign is a flag the kernels would not read
+            input = input.resolve_neg()
         return linear(
             input, self.weight, self.bias, self.activation, slope=self.slope,
             config=self.config, dx_config=self.dx_config, dw_config=self.dw_config,

@@ -25,6 +25,10 @@ def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor
     if t.is_nested or t.layout != torch.strided:
         kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.").lstrip("_")
         raise TypeError(f"{name} is a {kind} tensor; the kernels take dense (strided) tensors")
+    # torch._neg_view, or the .imag of a conjugated view: the sign is a flag, not in memory
+    # (dynamo traces no is_neg; the registered ops see tensors torch made)
+    if not torch.compiler.is_compiling() and t.is_neg():
+        raise TypeError(f"{name} is a negated view (its sign is not in memory); pass {name}.resolve_neg()")
     if t.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
     if t.device.type != _KERNEL_DEVICE_TYPE:
@@ -173,11 +177,12 @@ _MAX_ENTRIES = 4096  # a program that makes a new config or shape per call must 
 
 
 def _layout(t: torch.Tensor | None):
-    """What a launch depends on in a tensor: shape, strides, dtype, device, and whether
-    its base is 16-byte aligned (Triton specializes pointers on it)."""
+    """What a launch depends on in a tensor: shape, strides, dtype, device, whether its base
+    is 16-byte aligned (Triton specializes pointers on it), and whether it is a negated view
+    (refused by the checks, which a cached layout skips)."""
     if t is None:
         return None
-    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0, t.is_neg()
 
 
 def _remember(cache: dict, key, value) -> None:

@@ -202,6 +202,29 @@ def test_a_tensor_that_is_not_dense_is_named(kind, device):
             call()
 
 
+def test_a_negated_view_is_named_and_resolved_where_torch_resolves_it(device):
+    """A negated view (torch._neg_view; the .imag of a conjugated view) keeps its sign as a
+    flag, not in memory, which the kernels would not read: matmul and linear name it, also
+    after a call of the same layout without the flag; nn.Linear and linear's backward
+    resolve it, as torch does."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b, bias = (torch.randn(*s, generator=gen, device=device) for s in ((5, 7), (7, 3), (3,)))
+    ak.matmul(a, b, bias)
+    ak.linear(a, b.t().contiguous())
+    calls = {"a": lambda: ak.matmul(torch._neg_view(a), b), "b": lambda: ak.matmul(a, torch._neg_view(b)),
+             "bias": lambda: ak.matmul(a, b, torch._neg_view(bias)),
+             "out": lambda: ak.matmul(a, b, out=torch._neg_view(torch.zeros(5, 3, device=device))),
+             "x": lambda: ak.linear(torch._neg_view(a), b.t().contiguous())}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"^{name} is a negated view"):
+            call()
+    layer = ak.nn.Linear(7, 3, device=device)
+    torch.testing.assert_close(layer(torch._neg_view(a)), layer(-a))
+    x = a.clone().requires_grad_()
+    ak.linear(x, b.t().contiguous()).backward(torch._neg_view(torch.ones(5, 3, device=device)))
+    torch.testing.assert_close(x.grad, -(torch.ones(5, 3, device=device) @ b.t()), rtol=1e-2, atol=1e-2)
+
+
 # ---- the Hopper TMA variant (its descriptors run in the interpreter too) ----
 
 TMA_CFG = dict(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=1, num_stages=1, variant="tma")
