@@ -255,6 +255,28 @@ def test_results_with_a_value_of_the_wrong_type_are_one_line(field, value, tmp_p
     assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
 
 
+@pytest.mark.parametrize("field", ["ms", "gpu_ms"])
+@pytest.mark.parametrize("value, says", [
+    (-1.0, "must be > 0 and finite"), (0, "must be > 0 and finite"), (float("nan"), "must be > 0 and finite"),
+    (float("inf"), "must be > 0 and finite"), (True, "must be a number"),
+])
+def test_results_with_a_time_that_is_no_time_are_one_line(field, value, says, tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", [_result_row(impl="cublas"), _result_row(**{field: value})])
+    out = tmp_path / "B.md"
+    out.write_text("the previous report\n")
+    result = runner.invoke(app, ["report", str(path), "-o", str(out), "--plots-dir", str(tmp_path / "img")])
+    assert one_error_line(result, 2) == f"error: {path} line 2: {field} {says}, got {value!r}"
+    assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
+
+
+@pytest.mark.parametrize("value", [-1.0, 0, float("nan"), float("inf")])
+def test_selector_check_with_a_time_that_is_no_time_is_one_line(value, tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", [_check_row(label="cublas", roles=[]), _check_row(gpu_ms=value)])
+    line = one_error_line(runner.invoke(app, ["report", str(path), "-o", str(tmp_path / "B.md")]), 2)
+    assert line == f"error: {path} line 2: gpu_ms must be > 0 and finite, got {value!r}"
+    assert not (tmp_path / "B.md").exists()
+
+
 @pytest.mark.parametrize("field, value, says", [
     ("label", None, "label must be a string"), ("label", 7, "label must be a string"),
     ("label", ["a"], "label must be a string"), ("status", 3, "status must be a string"),
