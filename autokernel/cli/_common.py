@@ -235,8 +235,10 @@ def matmul_config(problem: Any) -> tuple[Any, str]:
 def load_best(path: str | None) -> Any:
     """The BestFile named by --best (None without one); a file that isn't one is a one-line exit 2.
     A file tuned on another GPU is used with a warning: --best asks for its configs."""
-    if not path:
+    if path is None:
         return None
+    if not path.strip():
+        fail("--best is empty: give a file of `autokernel export-best`")
     from autokernel import best, runtime
 
     try:

@@ -190,6 +190,7 @@ def test_interpret_needs_the_interpreter(hist, monkeypatch):
         (["-s", "16", "--repeat", "0"], "--repeat"),
         (["-s", "16", "--config", '{"block_m": 17}'], "block_m"),
         (["-s", "16", "--m", "4"], "--size"),
+        (["-s", "16", "--best", ""], "--best is empty"),
     ],
 )
 def test_bad_input_is_one_line_and_no_history(hist, args, needle):
