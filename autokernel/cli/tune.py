@@ -44,12 +44,14 @@ from autokernel.cli._common import (
     user_errors,
     warn,
 )
+from autokernel.history import resolve_history_path
 from autokernel.records import Problem, Recorded, Trial, normalize_activation, parse_dtype
 from autokernel.tuning.cluster import check_address
 from autokernel.tuning.fleet import parse_gpus
 from autokernel.tuning.shapes import model_shapes, read_shapes, write_shapes
 from autokernel.tuning.strategies import STRATEGIES
 from autokernel.tuning.worker import WorkerEvaluator
+from autokernel.userfiles import same_file
 
 # torch and Triton load only once a run starts (the timing worker first, see _start_workers):
 # the modules that import them (runtime, timing, tuning.space, tuning.loop, tuning.run) are
@@ -534,6 +536,9 @@ def shapes(
     module is imported from the current directory first, as `python -m` does."""
     if tokens < 1:
         fail(f"--tokens must be >= 1, got {tokens}")
+    if output is not None and same_file(output, resolve_history_path(None)):
+        fail(f"-o {output} is the history of every run's trials: the shapes would replace it; "
+             "write them to another file")
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)

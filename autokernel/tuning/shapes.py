@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.records import Problem, parse_dtype
+from autokernel.userfiles import write_atomically
 
 # torch loads only to read a model (model_shapes): torch and autokernel.nn are imported
 # there, so that reading a shapes file (autokernel loop --shapes) loads neither.
@@ -138,7 +139,8 @@ def _paths(paths: list[str], shown: int = 3) -> str:
 
 
 def write_shapes(rows: list[dict], path: Path | None) -> str:
-    """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text."""
+    """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text.
+    A file is replaced whole (``write_atomically``): a failed write leaves the old one."""
     if path is not None and path.suffix.lower() == ".csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
@@ -148,5 +150,5 @@ def write_shapes(rows: list[dict], path: Path | None) -> str:
     else:
         text = json.dumps(rows, indent=2) + "\n"
     if path is not None:
-        path.write_text(text)
+        write_atomically(path, text)
     return text

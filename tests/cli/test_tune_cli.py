@@ -111,6 +111,43 @@ def test_shapes_lists_a_models_linear_gemms(tmp_path):
     assert "cannot load" in line
 
 
+@pytest.mark.parametrize("spelling", ["env", "default"])
+def test_shapes_refuses_to_write_over_the_history(spelling, hist, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if spelling == "default":
+        monkeypatch.delenv("AUTOKERNEL_HISTORY")
+        hist = tmp_path / "results" / "history.csv"
+        hist.parent.mkdir()
+    hist.write_text("timestamp,run_id,command\n2026-01-01T00:00:00+00:00,r,tune\n")
+    before = hist.read_bytes()
+    target = "results/history.csv" if spelling == "default" else str(hist)
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", target]), 2)
+    assert line == (f"error: -o {target} is the history of every run's trials: the shapes would replace it; "
+                    "write them to another file")
+    assert hist.read_bytes() == before
+
+
+def test_shapes_write_that_fails_keeps_the_old_file(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+
+    import autokernel.userfiles
+
+    out = tmp_path / "shapes.json"
+    out.write_text("the previous shapes\n")
+    replace = os.replace
+
+    def denied(src, dst):
+        if Path(dst) == out:
+            raise PermissionError(13, "Permission denied")
+        replace(src, dst)
+
+    monkeypatch.setattr(autokernel.userfiles.os, "replace", denied)
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", str(out)]), 2)
+    assert line == f"error: cannot write {out}: Permission denied"
+    assert out.read_text() == "the previous shapes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["shapes.json"]
+
+
 def _swapped_gemms(factory) -> list[tuple]:
     """(N, K, activation, bias) of each layer that swap_linear runs on autokernel's kernels."""
     import warnings
