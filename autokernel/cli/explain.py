@@ -40,6 +40,8 @@ def explain(
 
     if top < 1:
         fail(f"--top must be >= 1, got {top}")
+    if device is not None and not device.strip():
+        fail("--device is empty: name a GPU (e.g. h100), or leave --device out for this machine's")
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)
     if problem.torch_dtype == torch.float32:

@@ -109,6 +109,24 @@ def test_out_of_range_options_name_themselves(args, says, tmp_path, capsys):
     assert not (tmp_path / "h.csv").exists()
 
 
+@pytest.mark.parametrize("command, says", [
+    (["explain", "--m", "8", "--n", "8", "--k", "8"], "leave --device out for this machine's"),
+    (["export-best"], "leave --device out"),
+], ids=["explain", "export-best"])
+@pytest.mark.parametrize("device", ["", " "])
+def test_an_empty_device_is_an_error_not_any_gpu(command, says, device, hist):
+    from autokernel.config import KernelConfig
+    from autokernel.history import History, make_row
+    from autokernel.records import Problem
+
+    History(hist).append_many([make_row("tune", Problem(64, 64, 64), KernelConfig(), status="success", run_id="r",
+                                        kernel="triton", ms=1.0)])
+    before = hist.read_bytes()
+    line = one_error_line(runner.invoke(app, [*command, "--device", device]), 2)
+    assert line.startswith("error: --device is empty") and says in line
+    assert hist.read_bytes() == before
+
+
 def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     """A UTF-8 byte order mark (what some editors put first) is not part of the content."""
     from autokernel import best
