@@ -225,7 +225,9 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
     if strategy not in STRATEGIES:
         fail(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if replay is not None and not replay.is_file():
-        fail(f"--replay file {replay} does not exist")
+        if replay.is_dir():
+            fail(f"--replay {replay} is a directory, not a history CSV")
+        fail(f"--replay {replay} is not a regular file" if replay.exists() else f"--replay file {replay} does not exist")
     return TuneOptions(generations, per_generation, strategy, seed, timeout, model, replay, cache)
 
 

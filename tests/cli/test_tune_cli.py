@@ -65,6 +65,12 @@ def test_tune_missing_replay_file(tmp_path):
     assert "does not exist" in line
 
 
+def test_tune_replay_of_a_directory_says_so(tmp_path):
+    line = one_error_line(runner.invoke(app, ["tune", "--replay", str(tmp_path), "-s", "4096"]), 2)
+    assert line == f"error: --replay {tmp_path} is a directory, not a history CSV"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_loop_over_a_shapes_file_stops_on_patience(sweep, tmp_path, hist):
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("M,N,K,dtype\n4096,4096,4096,fp16\n1024,4096,4096,float16\n")
