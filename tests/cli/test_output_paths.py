@@ -208,6 +208,13 @@ def test_report_output_without_a_file_name_is_one_line(results, tmp_path, monkey
     assert _files(tmp_path) == ["r1.jsonl"]
 
 
+def test_report_plots_dir_without_a_name_is_one_line(results, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = one_error_line(runner.invoke(app, ["report", str(results), "-o", "out/B.md", "--plots-dir", ""]), 2)
+    assert line == "error: --plots-dir needs a directory name (--no-plots writes no charts)"
+    assert _files(tmp_path) == ["r1.jsonl"]
+
+
 def test_report_into_a_directory_leaves_no_temporary_file(results, tmp_path):
     (tmp_path / "SOMEDIR").mkdir()
     line = one_error_line(runner.invoke(app, ["report", str(results), "-o", str(tmp_path / "SOMEDIR"),
