@@ -128,6 +128,11 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list
     if not counts:
         left = f"; {'; '.join(notes)}" if notes else ""
         raise ValueError(f"{spec}() has no Linear layer that autokernel.nn.swap_linear runs{left}")
+    for m, n, k, dt, act, b in counts:  # a shape no command could read back is refused here
+        try:
+            Problem(m, n, k, dt, act, b, "nt")
+        except ValueError as exc:
+            raise ValueError(f"--tokens {tokens}: {exc}") from None
     rows = [{"M": m, "N": n, "K": k, "dtype": dt, "activation": act, "bias": b, "layout": "nt",
              "count": len(names), "name": names[0]} for (m, n, k, dt, act, b), names in counts.items()]
     return rows, notes

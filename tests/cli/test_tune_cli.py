@@ -154,6 +154,16 @@ def test_shapes_write_that_fails_keeps_the_old_file(tmp_path, monkeypatch):
     assert out.read_text() == "the previous shapes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["shapes.json"]
 
 
+def test_shapes_no_tensor_can_hold_are_one_line_and_write_nothing(tmp_path):
+    out = tmp_path / "shapes.json"
+    out.write_text("the previous shapes\n")
+    huge = "99999999999999999999"  # M of every GEMM: past int64
+    result = runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "--tokens", huge, "-o", str(out)])
+    line = one_error_line(result, 2)
+    assert line.startswith(f"error: --tokens {huge}: ") and "more than a tensor can" in line
+    assert out.read_text() == "the previous shapes\n"
+
+
 def _swapped_gemms(factory) -> list[tuple]:
     """(N, K, activation, bias) of each layer that swap_linear runs on autokernel's kernels."""
     import warnings
