@@ -164,6 +164,29 @@ def test_shapes_no_tensor_can_hold_are_one_line_and_write_nothing(tmp_path):
     assert out.read_text() == "the previous shapes\n"
 
 
+@pytest.mark.parametrize("change", [{"ms": "fast"}, {"ms": -1.0}], ids=["not a number", "no time"])
+def test_a_kept_reading_edited_by_hand_is_measured_again(change, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(cache))
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "1", "-n", "1", "--seed", "2",
+            "--strategy", "random", "--json"]
+    assert runner.invoke(app, [*args, "--history", str(tmp_path / "a.csv")]).exit_code == 0
+    [kept] = cache.glob("readings-*.jsonl")
+    records = [json.loads(line) for line in kept.read_text().splitlines()]
+    for record in records:
+        record["payload"] = [{**trial, **change} for trial in record["payload"]]
+    kept.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = runner.invoke(app, [*args, "--history", str(tmp_path / "b.csv")])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert json.loads(result.stdout)[0]["reused_readings"] == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a row the history cannot read back would warn
+        rows = History(tmp_path / "b.csv").trials()
+    assert rows and all(t.ok and t.ms > 0 and "reused" not in (t.note or "") for t in rows)
+
+
 def _swapped_gemms(factory) -> list[tuple]:
     """(N, K, activation, bias) of each layer that swap_linear runs on autokernel's kernels."""
     import warnings
