@@ -315,7 +315,8 @@ def bench(
         store = history_store(history)
         if csv_path is not None:
             check_csv_path(csv_path, {"the history this run appends to": store.path, "the --best file": best,
-                                      "the --config file": config if config and os.path.isfile(config) else None})
+                                      "the --config file": config if config and os.path.isfile(config) else None,
+                                      "the tuned-config file of $AUTOKERNEL_CONFIG": os.environ.get("AUTOKERNEL_CONFIG")})
     check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
 

@@ -70,6 +70,19 @@ def test_bench_refuses_a_csv_that_is_the_best_file(tmp_path, hist):
 
 
 @interpreted
+def test_bench_refuses_a_csv_that_is_the_tuned_config_file_it_reads(tmp_path, hist, monkeypatch):
+    best = tmp_path / "best.json"
+    write_best(best, {"M": 16, "N": 16, "K": 16, "activation": "none", "bias": False,
+                      "config": KernelConfig(block_m=16, block_n=16, block_k=16, num_warps=1).model_dump()})
+    monkeypatch.setenv("AUTOKERNEL_CONFIG", str(best))
+    before = best.read_bytes()
+    line = one_error_line(runner.invoke(app, [*BENCH, "--csv", str(best)]), 2)
+    assert line == (f"error: --csv {best} is the tuned-config file of $AUTOKERNEL_CONFIG: this run's table would "
+                    "replace it; write the table to another file")
+    assert best.read_bytes() == before and not hist.exists()
+
+
+@interpreted
 @pytest.mark.parametrize("name, says", [("", "needs a file name"), ("adir", "is a directory")])
 def test_bench_csv_without_a_file_name_is_one_line(name, says, tmp_path, hist, monkeypatch):
     monkeypatch.chdir(tmp_path)
