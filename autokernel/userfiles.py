@@ -84,9 +84,11 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 def write_atomically(out: str | Path, text: str, *, newline: str | None = None) -> None:
     """Replace ``out`` with ``text``: written to a temporary file beside it, flushed to disk,
     then renamed over it, so a write that fails or a crash leaves the old file whole and no
-    temporary file behind. OSError (naming ``out``) when it cannot be written; ``newline``
+    temporary file behind. Where ``out`` is a symbolic link, the file it names is replaced. OSError (naming ``out``) when it cannot be written; ``newline``
     as for open()."""
     out = Path(out)
+    if out.is_symlink():  # the file the link names is replaced; the link stays
+        out = Path(os.path.realpath(out))
     if out.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -163,6 +163,19 @@ def test_export_writes_the_configs(tmp_path, hist):
     assert json.loads(out.read_text())["entries"] and _files(tmp_path) == ["best.json", "history.csv"]
 
 
+def test_export_through_a_link_writes_the_file_it_names(tmp_path, hist):
+    _history(hist)
+    shared = tmp_path / "shared" / "best.json"
+    shared.parent.mkdir()
+    shared.write_text("the previous configs\n")
+    link = tmp_path / "best.json"
+    link.symlink_to(shared)
+    result = runner.invoke(app, ["export-best", "-o", str(link)])
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and json.loads(shared.read_text())["entries"]
+    assert _files(shared.parent) == ["best.json"]
+
+
 # ---- report -o, and results files with values of the wrong type ----
 
 def _result_row(**changes) -> dict:
