@@ -39,6 +39,7 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    require_kernel_device,
     require_timing_mode,
     start_run,
     user_errors,
@@ -239,6 +240,7 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
     from autokernel.tuning.run import RequestError, tune as tune_problems
 
     with _closed_on_error(workers):
+        require_kernel_device()  # a replay too: its rows name this machine's GPU
         store = history_store(history)
         if plot is not None:
             _check_plot_path(plot)

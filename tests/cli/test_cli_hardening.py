@@ -152,6 +152,28 @@ def test_a_size_given_twice_is_one_problem():
     assert problem_sizes([16, 32, 16], None, None, None) == [(16, 16, 16), (32, 32, 32)]
 
 
+@pytest.mark.parametrize("command", [
+    ["validate", "-s", "16"], ["bench", "-s", "16"], ["bench", "--interpret", "-s", "16"], ["fuse-bench", "-s", "16"],
+    ["tune", "-s", "16"], ["tune", "--replay", "tests/data/sweep_h100.csv", "-s", "4096"],
+    ["loop", "--replay", "tests/data/sweep_h100.csv", "-s", "4096"], ["explain", "--m", "8", "--n", "8", "--k", "8"],
+], ids=lambda c: " ".join(c[:2]))
+def test_interpreter_off_without_a_gpu_is_one_line(command, hist, monkeypatch):
+    import torch
+
+    from autokernel import runtime
+    from tests.helpers import ROOT
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a CUDA GPU")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(runtime, "INTERPRETER", False)  # as TRITON_INTERPRET=0 leaves it when autokernel is imported
+    line = one_error_line(runner.invoke(app, command), 2)
+    assert line == ("error: TRITON_INTERPRET=0 turns Triton's interpreter off, and torch sees no CUDA GPU here: "
+                    "unset it (or set it to 1) to run the kernels under the interpreter on the CPU")
+    assert not hist.exists()
+
+
 @pytest.mark.parametrize("command", [["history"], ["export-best"], ["validate", "-s", "16"]], ids=lambda c: c[0])
 def test_a_history_that_is_a_pipe_is_refused_not_read(command, tmp_path, capsys):
     """Opening a named pipe to read waits for a writer: refused before it is opened."""
