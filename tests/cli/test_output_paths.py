@@ -163,6 +163,17 @@ def test_export_writes_the_configs(tmp_path, hist):
     assert json.loads(out.read_text())["entries"] and _files(tmp_path) == ["best.json", "history.csv"]
 
 
+@pytest.mark.parametrize("command", ["export-best", "report"])
+def test_an_output_under_a_file_says_the_file_is_no_directory(command, results, tmp_path, hist):
+    before = _history(hist)
+    out = hist / "out.md"  # the history, a file, where a directory should be
+    args = ["export-best", "-o", str(out)] if command == "export-best" else ["report", str(results), "-o", str(out),
+                                                                            "--no-plots"]
+    line = one_error_line(runner.invoke(app, args), 2)
+    assert "Not a directory" in line and str(hist) in line and "File exists" not in line
+    assert hist.read_bytes() == before
+
+
 def test_export_through_a_link_writes_the_file_it_names(tmp_path, hist):
     _history(hist)
     shared = tmp_path / "shared" / "best.json"
