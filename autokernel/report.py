@@ -30,7 +30,7 @@ from typing import Any, Callable
 from autokernel.records import Problem
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
-from autokernel.userfiles import read_text, same_file, write_atomically
+from autokernel.userfiles import make_parent, read_text, same_file, write_atomically
 
 IMPLEMENTATIONS: dict[str, str] = {
     "triton": "Triton",
@@ -537,7 +537,7 @@ def plot_suite(results: list[ProblemResult], timer: str, title: str, path: str |
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     fig.savefig(out, dpi=100)
     return out
 

@@ -52,7 +52,7 @@ from autokernel.tuning.fleet import parse_gpus
 from autokernel.tuning.shapes import model_shapes, read_shapes, write_shapes
 from autokernel.tuning.strategies import STRATEGIES
 from autokernel.tuning.worker import WorkerEvaluator
-from autokernel.userfiles import same_file
+from autokernel.userfiles import make_parent, same_file
 
 # torch and Triton load only once a run starts (the timing worker first, see _start_workers):
 # the modules that import them (runtime, timing, tuning.space, tuning.loop, tuning.run) are
@@ -422,7 +422,7 @@ def _check_plot_path(path: Path) -> None:
         fail(f"--plot {path} is a directory: give the PNG file's path")
     existed = path.exists()
     try:  # before the run: a tune must not end in a plot it cannot write
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path)
         with open(path, "ab"):
             pass
     except OSError as exc:
