@@ -17,6 +17,7 @@ and bandwidth fractions as fractions of 1.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import warnings
@@ -29,7 +30,7 @@ from typing import Any, Callable
 from autokernel.records import Problem
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
-from autokernel.userfiles import read_text, same_file, write_atomically
+from autokernel.userfiles import make_parent, read_text, same_file, write_atomically
 
 IMPLEMENTATIONS: dict[str, str] = {
     "triton": "Triton",
@@ -146,6 +147,18 @@ def is_selector_file(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and all("roles" in r and "label" in r for r in rows)
 
 
+def _check_time(row: dict[str, Any], key: str, path: str | Path, i: int) -> None:
+    """A time of a results row: absent, null, or a number of milliseconds > 0 and finite
+    (a NaN, zero or negative time would turn every ratio and geomean over it into nonsense)."""
+    value = row.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{path} line {i}: {key} must be a number, got {value!r}")
+    if not 0 < value < math.inf:
+        raise ValueError(f"{path} line {i}: {key} must be > 0 and finite, got {value!r}")
+
+
 def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """The rows of a results file of benchmarks/suite.py; ValueError (one line naming
     the file and line) for a file that is missing, unreadable, not JSON lines, lacks a required
@@ -172,8 +185,7 @@ def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | 
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path} line {i}: {exc}") from None
         for key in ("ms", "gpu_ms"):
-            if row.get(key) is not None and not isinstance(row[key], (int, float)):
-                raise ValueError(f"{path} line {i}: {key} must be a number, got {row[key]!r}")
+            _check_time(row, key, path, i)
         rows.append(row)
     return rows
 
@@ -525,7 +537,7 @@ def plot_suite(results: list[ProblemResult], timer: str, title: str, path: str |
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     fig.savefig(out, dpi=100)
     return out
 
@@ -714,8 +726,7 @@ def check_selector_rows(numbered: list[tuple[int, dict]], path: str | Path) -> l
         index = row.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise ValueError(f"{path} line {i}: index must be a whole number, got {index!r}")
-        if row.get("gpu_ms") is not None and not isinstance(row["gpu_ms"], (int, float)):
-            raise ValueError(f"{path} line {i}: gpu_ms must be a number, got {row['gpu_ms']!r}")
+        _check_time(row, "gpu_ms", path, i)
         try:
             Problem(int(row["m"]), int(row["n"]), int(row["k"]), row["dtype"], row["activation"], row["bias"],
                     row["layout"])

@@ -17,6 +17,7 @@ import torch
 
 from autokernel.records import Problem
 from autokernel.timing import gbps, tflops, time_fn
+from autokernel.userfiles import make_parent
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,6 @@ def plot_roofline(
     out = Path(path)
     if not out.suffix:  # matplotlib would add its default format's suffix: say so in the path returned
         out = out.with_suffix(".png")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     fig.savefig(out, dpi=100)
     return out

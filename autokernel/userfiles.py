@@ -81,15 +81,26 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def make_parent(path: str | Path) -> None:
+    """Make the directory ``path`` goes in, and those above it; where a file stands in for
+    one of them, NotADirectoryError naming that file (mkdir's own error reads "File exists")."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename) from None
+
+
 def write_atomically(out: str | Path, text: str, *, newline: str | None = None) -> None:
     """Replace ``out`` with ``text``: written to a temporary file beside it, flushed to disk,
     then renamed over it, so a write that fails or a crash leaves the old file whole and no
-    temporary file behind. OSError (naming ``out``) when it cannot be written; ``newline``
+    temporary file behind. Where ``out`` is a symbolic link, the file it names is replaced. OSError (naming ``out``) when it cannot be written; ``newline``
     as for open()."""
     out = Path(out)
+    if out.is_symlink():  # the file the link names is replaced; the link stays
+        out = Path(os.path.realpath(out))
     if out.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out))
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     try:
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     except OSError as exc:  # the directory takes no new file: name it, not the temporary name tried

@@ -202,10 +202,23 @@ def require_timing_mode(interpret: bool) -> None:
     require_interpreter_if_asked(interpret)
 
 
-def require_interpreter_if_asked(interpret: bool) -> None:
-    """--interpret where the kernels are compiled for a GPU: refused (exit 2)."""
+def require_kernel_device() -> None:
+    """Kernels compiled for a GPU (TRITON_INTERPRET off) where torch sees none: refused (exit 2)."""
+    import torch
+
     from autokernel import runtime
 
+    if not runtime.INTERPRETER and not torch.cuda.is_available():
+        fail(f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')} turns Triton's interpreter off, and torch "
+             "sees no CUDA GPU here: unset it (or set it to 1) to run the kernels under the interpreter on the CPU")
+
+
+def require_interpreter_if_asked(interpret: bool) -> None:
+    """--interpret where the kernels are compiled for a GPU: refused (exit 2), as are kernels
+    compiled for a GPU where there is none (require_kernel_device)."""
+    from autokernel import runtime
+
+    require_kernel_device()
     if interpret and not runtime.INTERPRETER:
         fail("--interpret on a machine with a GPU needs TRITON_INTERPRET=1 in the environment "
              "(read when the kernels are defined)")
@@ -235,8 +248,10 @@ def matmul_config(problem: Any) -> tuple[Any, str]:
 def load_best(path: str | None) -> Any:
     """The BestFile named by --best (None without one); a file that isn't one is a one-line exit 2.
     A file tuned on another GPU is used with a warning: --best asks for its configs."""
-    if not path:
+    if path is None:
         return None
+    if not path.strip():
+        fail("--best is empty: give a file of `autokernel export-best`")
     from autokernel import best, runtime
 
     try:

@@ -245,7 +245,7 @@ def check_csv_path(path: str, reads: dict[str, str | Path | None]) -> None:
     """Refuse (one line, exit 2), before any time is spent measuring, a --csv that names no
     file, names a file this run reads or appends to (``reads``: what it is -> its path, e.g.
     the history), or cannot be written."""
-    from autokernel.userfiles import same_file
+    from autokernel.userfiles import make_parent, same_file
 
     if not path.strip():
         fail("--csv needs a file name")
@@ -256,7 +256,7 @@ def check_csv_path(path: str, reads: dict[str, str | Path | None]) -> None:
     if out.is_dir():
         fail(f"--csv {path} is a directory, not a CSV file")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(out)
         tempfile.TemporaryFile(dir=out.parent).close()  # the table is written beside it, then renamed over it
         if out.exists() and not os.access(out, os.W_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
@@ -315,7 +315,8 @@ def bench(
         store = history_store(history)
         if csv_path is not None:
             check_csv_path(csv_path, {"the history this run appends to": store.path, "the --best file": best,
-                                      "the --config file": config if config and os.path.isfile(config) else None})
+                                      "the --config file": config if config and os.path.isfile(config) else None,
+                                      "the tuned-config file of $AUTOKERNEL_CONFIG": os.environ.get("AUTOKERNEL_CONFIG")})
     check_interpreter_budget(problems, force, passes=3 if backward else 1)  # forward, dX and dW GEMMs
     run_id = start_run(store)
 

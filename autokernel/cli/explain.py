@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autokernel.cli._common import JsonOpt, console, fail, print_json, print_table, user_errors
+from autokernel.cli._common import JsonOpt, console, fail, print_json, print_table, require_kernel_device, user_errors
 from autokernel.records import ConfigError, Problem
 
 # torch and Triton load only in commands that run kernels: torch and the modules that import
@@ -40,10 +40,14 @@ def explain(
 
     if top < 1:
         fail(f"--top must be >= 1, got {top}")
+    if device is not None and not device.strip():
+        fail("--device is empty: name a GPU (e.g. h100), or leave --device out for this machine's")
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)
     if problem.torch_dtype == torch.float32:
         fail("the selector ranks float16 and bfloat16 problems; float32 takes the default config")
+    if device is None:
+        require_kernel_device()
     name = device or runtime.device_name()
     if device is not None:  # a part of a shipped model's name ("h100") names that GPU
         shipped = sorted((best.SHIPPED_DIR / "selector").glob("*.json"))

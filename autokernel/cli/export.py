@@ -50,6 +50,8 @@ def export_best(
     (the nearest shape of the same dtype and activation, on the same GPU). Each entry
     has the time (ms), TFLOP/s and the speedup over torch's time for the problem.
     """
+    if device is not None and not device.strip():
+        fail("--device is empty: name a GPU of the history (e.g. h100), or leave --device out")
     if per_device and (output is None or device is not None):
         fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
     if output is not None and not output.strip():

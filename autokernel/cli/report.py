@@ -40,6 +40,8 @@ def report(
 
     if output is not None and not output.strip():
         fail("-o needs a file name (leave -o out to print the report on stdout)")
+    if plots_dir is not None and not plots_dir.strip():
+        fail("--plots-dir needs a directory name (--no-plots writes no charts)")
     if no_plots:
         plots_dir = None
     elif plots_dir is None and output is not None:

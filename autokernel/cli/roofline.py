@@ -111,7 +111,7 @@ def _write_plot(results: list["RooflineResult"], spec: "GpuSpec", path: Path,
     try:
         return plot_roofline(results, spec, path, trials=trials)
     except (OSError, ValueError) as exc:
-        fail(f"cannot write the chart to {path}: {exc}")
+        fail(f"cannot write the chart to {path}: {getattr(exc, 'strerror', None) or exc}")
 
 
 def roofline(

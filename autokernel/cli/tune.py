@@ -39,17 +39,20 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    require_kernel_device,
     require_timing_mode,
     start_run,
     user_errors,
     warn,
 )
+from autokernel.history import resolve_history_path
 from autokernel.records import Problem, Recorded, Trial, normalize_activation, parse_dtype
 from autokernel.tuning.cluster import check_address
 from autokernel.tuning.fleet import parse_gpus
 from autokernel.tuning.shapes import model_shapes, read_shapes, write_shapes
 from autokernel.tuning.strategies import STRATEGIES
 from autokernel.tuning.worker import WorkerEvaluator
+from autokernel.userfiles import make_parent, same_file
 
 # torch and Triton load only once a run starts (the timing worker first, see _start_workers):
 # the modules that import them (runtime, timing, tuning.space, tuning.loop, tuning.run) are
@@ -223,7 +226,9 @@ def _options(generations, per_generation, strategy, seed, timeout, model, replay
     if strategy not in STRATEGIES:
         fail(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if replay is not None and not replay.is_file():
-        fail(f"--replay file {replay} does not exist")
+        if replay.is_dir():
+            fail(f"--replay {replay} is a directory, not a history CSV")
+        fail(f"--replay {replay} is not a regular file" if replay.exists() else f"--replay file {replay} does not exist")
     return TuneOptions(generations, per_generation, strategy, seed, timeout, model, replay, cache)
 
 
@@ -235,6 +240,7 @@ def run(problems: list["Problem"], options: TuneOptions, history: str | None, js
     from autokernel.tuning.run import RequestError, tune as tune_problems
 
     with _closed_on_error(workers):
+        require_kernel_device()  # a replay too: its rows name this machine's GPU
         store = history_store(history)
         if plot is not None:
             _check_plot_path(plot)
@@ -416,7 +422,7 @@ def _check_plot_path(path: Path) -> None:
         fail(f"--plot {path} is a directory: give the PNG file's path")
     existed = path.exists()
     try:  # before the run: a tune must not end in a plot it cannot write
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path)
         with open(path, "ab"):
             pass
     except OSError as exc:
@@ -534,6 +540,9 @@ def shapes(
     module is imported from the current directory first, as `python -m` does."""
     if tokens < 1:
         fail(f"--tokens must be >= 1, got {tokens}")
+    if output is not None and same_file(output, resolve_history_path(None)):
+        fail(f"-o {output} is the history of every run's trials: the shapes would replace it; "
+             "write them to another file")
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from filelock import FileLock
 
 from autokernel.history import RETIMED, is_retimed
-from autokernel.records import KernelConfig, Problem, Trial
+from autokernel.records import TIMINGS, KernelConfig, Problem, Trial
 from autokernel.tuning.protocols import EvaluatorBase
 from autokernel.tuning.worker import WORKER_LOST
 from autokernel.userfiles import cache_dir, code_fingerprint, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
@@ -206,8 +207,17 @@ class ReadingCache:
         return self.store.path
 
     def get(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], nth: int = 0) -> Reading | None:
+        """The kept reading, or None: none kept, or one that is not trials as this code keeps
+        them (a file edited or damaged by hand), which is measured again like a cut line."""
         hit = self.store.get(_key(kind, problem, configs, nth))
-        return None if hit is None else Reading(list(hit[0]), hit[1])
+        if hit is None or not isinstance(hit[0], list):
+            return None
+        try:
+            for data in hit[0]:
+                _trial(data, hit[1])
+        except (TypeError, ValueError, KeyError):
+            return None
+        return Reading(list(hit[0]), hit[1])
 
     def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: list[dict],
             nth: int = 0) -> None:
@@ -226,10 +236,29 @@ def reused_note(note: str | None, measured_at: str) -> str:
     return f"{note}; {said}" if note else said
 
 
+_TIMES = ("ms", "p20", "p80", "gpu_ms", "wall_ms")
+_NUMBERS = ("tflops", "rel_error", "max_abs_diff")
+_TEXTS = ("kernel", "error", "note")
+
+
 def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
+    """The Trial of kept ``data`` (Trial.to_dict's); TypeError, ValueError or KeyError where
+    it is not a trial as this code keeps them: a valid problem and config, times finite
+    and > 0, the other measures numbers, a kept status (KEPT_STATUSES) and a known timing."""
     fields = dict(data)
     fields["problem"] = Problem(**fields["problem"])
     fields["config"] = None if fields["config"] is None else KernelConfig.from_dict(fields["config"])
+    for name in (*_TIMES, *_NUMBERS):
+        value = fields.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name} is not a number: {value!r}")
+        if name in _TIMES and value is not None and not 0 < value < math.inf:
+            raise ValueError(f"{name} is no time: {value!r}")
+    for name in _TEXTS:
+        if fields.get(name) is not None and not isinstance(fields[name], str):
+            raise TypeError(f"{name} is not text: {fields[name]!r}")
+    if fields.get("status") not in KEPT_STATUSES or fields.get("timing") not in (None, *TIMINGS):
+        raise ValueError(f"not a kept outcome: {fields.get('status')!r}, {fields.get('timing')!r}")
     fields["note"] = reused_note(fields.get("note"), measured_at)
     return Trial(**fields)
 

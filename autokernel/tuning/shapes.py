@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.records import Problem, parse_dtype
+from autokernel.userfiles import write_atomically
 
 # torch loads only to read a model (model_shapes): torch and autokernel.nn are imported
 # there, so that reading a shapes file (autokernel loop --shapes) loads neither.
@@ -127,6 +128,11 @@ def model_shapes(spec: str, tokens: int, dtype: str | None = None) -> tuple[list
     if not counts:
         left = f"; {'; '.join(notes)}" if notes else ""
         raise ValueError(f"{spec}() has no Linear layer that autokernel.nn.swap_linear runs{left}")
+    for m, n, k, dt, act, b in counts:  # a shape no command could read back is refused here
+        try:
+            Problem(m, n, k, dt, act, b, "nt")
+        except ValueError as exc:
+            raise ValueError(f"--tokens {tokens}: {exc}") from None
     rows = [{"M": m, "N": n, "K": k, "dtype": dt, "activation": act, "bias": b, "layout": "nt",
              "count": len(names), "name": names[0]} for (m, n, k, dt, act, b), names in counts.items()]
     return rows, notes
@@ -138,7 +144,8 @@ def _paths(paths: list[str], shown: int = 3) -> str:
 
 
 def write_shapes(rows: list[dict], path: Path | None) -> str:
-    """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text."""
+    """The rows as JSON (stdout or a .json path) or CSV (a .csv path); returns the text.
+    A file is replaced whole (``write_atomically``): a failed write leaves the old one."""
     if path is not None and path.suffix.lower() == ".csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
@@ -148,5 +155,5 @@ def write_shapes(rows: list[dict], path: Path | None) -> str:
     else:
         text = json.dumps(rows, indent=2) + "\n"
     if path is not None:
-        path.write_text(text)
+        write_atomically(path, text)
     return text

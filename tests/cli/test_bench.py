@@ -176,9 +176,13 @@ def test_refuses_without_interpret_on_cpu(hist):
 
 
 def test_interpret_needs_the_interpreter(hist, monkeypatch):
+    import torch
+
     monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, the kernels compiled for it
     result = runner.invoke(app, ["bench", "--interpret", "-s", "16"])
-    assert result.exit_code == 2 and "TRITON_INTERPRET" in one_error_line(result)
+    line = one_error_line(result, 2)
+    assert "--interpret on a machine with a GPU" in line and "TRITON_INTERPRET=1" in line
 
 
 @pytest.mark.parametrize(
@@ -190,6 +194,7 @@ def test_interpret_needs_the_interpreter(hist, monkeypatch):
         (["-s", "16", "--repeat", "0"], "--repeat"),
         (["-s", "16", "--config", '{"block_m": 17}'], "block_m"),
         (["-s", "16", "--m", "4"], "--size"),
+        (["-s", "16", "--best", ""], "--best is empty"),
     ],
 )
 def test_bad_input_is_one_line_and_no_history(hist, args, needle):

@@ -109,6 +109,24 @@ def test_out_of_range_options_name_themselves(args, says, tmp_path, capsys):
     assert not (tmp_path / "h.csv").exists()
 
 
+@pytest.mark.parametrize("command, says", [
+    (["explain", "--m", "8", "--n", "8", "--k", "8"], "leave --device out for this machine's"),
+    (["export-best"], "leave --device out"),
+], ids=["explain", "export-best"])
+@pytest.mark.parametrize("device", ["", " "])
+def test_an_empty_device_is_an_error_not_any_gpu(command, says, device, hist):
+    from autokernel.config import KernelConfig
+    from autokernel.history import History, make_row
+    from autokernel.records import Problem
+
+    History(hist).append_many([make_row("tune", Problem(64, 64, 64), KernelConfig(), status="success", run_id="r",
+                                        kernel="triton", ms=1.0)])
+    before = hist.read_bytes()
+    line = one_error_line(runner.invoke(app, [*command, "--device", device]), 2)
+    assert line.startswith("error: --device is empty") and says in line
+    assert hist.read_bytes() == before
+
+
 def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     """A UTF-8 byte order mark (what some editors put first) is not part of the content."""
     from autokernel import best
@@ -132,6 +150,28 @@ def test_a_size_given_twice_is_one_problem():
     from autokernel.cli._common import problem_sizes
 
     assert problem_sizes([16, 32, 16], None, None, None) == [(16, 16, 16), (32, 32, 32)]
+
+
+@pytest.mark.parametrize("command", [
+    ["validate", "-s", "16"], ["bench", "-s", "16"], ["bench", "--interpret", "-s", "16"], ["fuse-bench", "-s", "16"],
+    ["tune", "-s", "16"], ["tune", "--replay", "tests/data/sweep_h100.csv", "-s", "4096"],
+    ["loop", "--replay", "tests/data/sweep_h100.csv", "-s", "4096"], ["explain", "--m", "8", "--n", "8", "--k", "8"],
+], ids=lambda c: " ".join(c[:2]))
+def test_interpreter_off_without_a_gpu_is_one_line(command, hist, monkeypatch):
+    import torch
+
+    from autokernel import runtime
+    from tests.helpers import ROOT
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a CUDA GPU")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(runtime, "INTERPRETER", False)  # as TRITON_INTERPRET=0 leaves it when autokernel is imported
+    line = one_error_line(runner.invoke(app, command), 2)
+    assert line == ("error: TRITON_INTERPRET=0 turns Triton's interpreter off, and torch sees no CUDA GPU here: "
+                    "unset it (or set it to 1) to run the kernels under the interpreter on the CPU")
+    assert not hist.exists()
 
 
 @pytest.mark.parametrize("command", [["history"], ["export-best"], ["validate", "-s", "16"]], ids=lambda c: c[0])

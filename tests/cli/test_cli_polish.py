@@ -38,6 +38,15 @@ def test_an_unwritable_plot_stops_the_run_before_it_starts(sweep, hist, tmp_path
     assert not hist.exists()  # nothing tuned
 
 
+def test_a_plot_under_a_file_says_the_file_is_no_directory(sweep, hist, tmp_path):
+    blocker = tmp_path / "plots"
+    blocker.write_text("kept\n")
+    result = runner.invoke(app, ["tune", "--replay", str(sweep), "-s", "4096", "-g", "1", "-n", "2",
+                                 "--plot", str(blocker / "curve.png")])
+    assert one_error_line(result, 2) == f"error: cannot write --plot {blocker / 'curve.png'}: Not a directory"
+    assert blocker.read_text() == "kept\n" and not hist.exists()
+
+
 def test_piped_lines_are_not_cut_at_80_columns(sweep, monkeypatch):
     monkeypatch.setattr(_common.console, "width", 80)
     result = runner.invoke(app, ["tune", "--replay", str(sweep), "-s", "4096", "--strategy", "grid", "-g", "1",

@@ -62,7 +62,7 @@ def test_refuses_without_interpret_on_cpu(hist):
 @pytest.mark.parametrize(
     "args, needle",
     [(["-s", "-1"], "--size"), (["-d", "fp8"], "dtype"), (["-a", "tanh"], "activation"),
-     (["--best", "/nonexistent/best.json"], "--best")],
+     (["--best", "/nonexistent/best.json"], "--best"), (["-s", "16", "--best", ""], "--best is empty")],
 )
 def test_bad_input_is_one_line_and_no_history(hist, args, needle):
     result = runner.invoke(app, ["fuse-bench", "--interpret", "--json", *args])

@@ -70,6 +70,19 @@ def test_bench_refuses_a_csv_that_is_the_best_file(tmp_path, hist):
 
 
 @interpreted
+def test_bench_refuses_a_csv_that_is_the_tuned_config_file_it_reads(tmp_path, hist, monkeypatch):
+    best = tmp_path / "best.json"
+    write_best(best, {"M": 16, "N": 16, "K": 16, "activation": "none", "bias": False,
+                      "config": KernelConfig(block_m=16, block_n=16, block_k=16, num_warps=1).model_dump()})
+    monkeypatch.setenv("AUTOKERNEL_CONFIG", str(best))
+    before = best.read_bytes()
+    line = one_error_line(runner.invoke(app, [*BENCH, "--csv", str(best)]), 2)
+    assert line == (f"error: --csv {best} is the tuned-config file of $AUTOKERNEL_CONFIG: this run's table would "
+                    "replace it; write the table to another file")
+    assert best.read_bytes() == before and not hist.exists()
+
+
+@interpreted
 @pytest.mark.parametrize("name, says", [("", "needs a file name"), ("adir", "is a directory")])
 def test_bench_csv_without_a_file_name_is_one_line(name, says, tmp_path, hist, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -150,6 +163,30 @@ def test_export_writes_the_configs(tmp_path, hist):
     assert json.loads(out.read_text())["entries"] and _files(tmp_path) == ["best.json", "history.csv"]
 
 
+@pytest.mark.parametrize("command", ["export-best", "report"])
+def test_an_output_under_a_file_says_the_file_is_no_directory(command, results, tmp_path, hist):
+    before = _history(hist)
+    out = hist / "out.md"  # the history, a file, where a directory should be
+    args = ["export-best", "-o", str(out)] if command == "export-best" else ["report", str(results), "-o", str(out),
+                                                                            "--no-plots"]
+    line = one_error_line(runner.invoke(app, args), 2)
+    assert "Not a directory" in line and str(hist) in line and "File exists" not in line
+    assert hist.read_bytes() == before
+
+
+def test_export_through_a_link_writes_the_file_it_names(tmp_path, hist):
+    _history(hist)
+    shared = tmp_path / "shared" / "best.json"
+    shared.parent.mkdir()
+    shared.write_text("the previous configs\n")
+    link = tmp_path / "best.json"
+    link.symlink_to(shared)
+    result = runner.invoke(app, ["export-best", "-o", str(link)])
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and json.loads(shared.read_text())["entries"]
+    assert _files(shared.parent) == ["best.json"]
+
+
 # ---- report -o, and results files with values of the wrong type ----
 
 def _result_row(**changes) -> dict:
@@ -208,6 +245,13 @@ def test_report_output_without_a_file_name_is_one_line(results, tmp_path, monkey
     assert _files(tmp_path) == ["r1.jsonl"]
 
 
+def test_report_plots_dir_without_a_name_is_one_line(results, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = one_error_line(runner.invoke(app, ["report", str(results), "-o", "out/B.md", "--plots-dir", ""]), 2)
+    assert line == "error: --plots-dir needs a directory name (--no-plots writes no charts)"
+    assert _files(tmp_path) == ["r1.jsonl"]
+
+
 def test_report_into_a_directory_leaves_no_temporary_file(results, tmp_path):
     (tmp_path / "SOMEDIR").mkdir()
     line = one_error_line(runner.invoke(app, ["report", str(results), "-o", str(tmp_path / "SOMEDIR"),
@@ -253,6 +297,28 @@ def test_results_with_a_value_of_the_wrong_type_are_one_line(field, value, tmp_p
     line = one_error_line(result, 2)
     assert line == f"error: {path} line 2: {field} must be a string, got {value!r}"
     assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
+
+
+@pytest.mark.parametrize("field", ["ms", "gpu_ms"])
+@pytest.mark.parametrize("value, says", [
+    (-1.0, "must be > 0 and finite"), (0, "must be > 0 and finite"), (float("nan"), "must be > 0 and finite"),
+    (float("inf"), "must be > 0 and finite"), (True, "must be a number"),
+])
+def test_results_with_a_time_that_is_no_time_are_one_line(field, value, says, tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", [_result_row(impl="cublas"), _result_row(**{field: value})])
+    out = tmp_path / "B.md"
+    out.write_text("the previous report\n")
+    result = runner.invoke(app, ["report", str(path), "-o", str(out), "--plots-dir", str(tmp_path / "img")])
+    assert one_error_line(result, 2) == f"error: {path} line 2: {field} {says}, got {value!r}"
+    assert out.read_text() == "the previous report\n" and not (tmp_path / "img").exists()
+
+
+@pytest.mark.parametrize("value", [-1.0, 0, float("nan"), float("inf")])
+def test_selector_check_with_a_time_that_is_no_time_is_one_line(value, tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", [_check_row(label="cublas", roles=[]), _check_row(gpu_ms=value)])
+    line = one_error_line(runner.invoke(app, ["report", str(path), "-o", str(tmp_path / "B.md")]), 2)
+    assert line == f"error: {path} line 2: gpu_ms must be > 0 and finite, got {value!r}"
+    assert not (tmp_path / "B.md").exists()
 
 
 @pytest.mark.parametrize("field, value, says", [

@@ -121,6 +121,20 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, hist, args, m
     assert not chart.exists() and not hist.exists()
 
 
+@pytest.mark.parametrize("under", ["a file", "a directory named like a chart"])
+def test_a_chart_that_cannot_be_written_is_one_plain_line(under, tmp_path, hist) -> None:
+    blocker = tmp_path / "roof.png"
+    if under == "a file":
+        blocker.write_text("kept\n")
+        chart, says = blocker / "chart.png", f"cannot write the chart to {blocker / 'chart.png'}: Not a directory"
+    else:
+        blocker.mkdir()
+        chart, says = blocker, f"cannot write the chart to {blocker}: Is a directory"
+    line = one_error_line(runner.invoke(app, ["roofline", "--gpu", "H100", "-s", "64", "--plot", str(chart)]), 2)
+    assert line == f"error: {says}"
+    assert blocker.is_dir() or blocker.read_text() == "kept\n"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the GPU-free refusals")
 def test_without_a_gpu_a_problem_needs_gpu_and_measure_refuses() -> None:
     result = runner.invoke(app, ["roofline", "-s", "64"])

@@ -65,6 +65,12 @@ def test_tune_missing_replay_file(tmp_path):
     assert "does not exist" in line
 
 
+def test_tune_replay_of_a_directory_says_so(tmp_path):
+    line = one_error_line(runner.invoke(app, ["tune", "--replay", str(tmp_path), "-s", "4096"]), 2)
+    assert line == f"error: --replay {tmp_path} is a directory, not a history CSV"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_loop_over_a_shapes_file_stops_on_patience(sweep, tmp_path, hist):
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("M,N,K,dtype\n4096,4096,4096,fp16\n1024,4096,4096,float16\n")
@@ -109,6 +115,76 @@ def test_shapes_lists_a_models_linear_gemms(tmp_path):
         (4096, 64, 128, "none", "nt"), (4096, 128, 64, "none", "nt"), (4096, 128, 64, "relu", "nt")]
     line = one_error_line(runner.invoke(app, ["shapes", "--model", "nowhere.at_all:f"]), 2)
     assert "cannot load" in line
+
+
+@pytest.mark.parametrize("spelling", ["env", "default"])
+def test_shapes_refuses_to_write_over_the_history(spelling, hist, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if spelling == "default":
+        monkeypatch.delenv("AUTOKERNEL_HISTORY")
+        hist = tmp_path / "results" / "history.csv"
+        hist.parent.mkdir()
+    hist.write_text("timestamp,run_id,command\n2026-01-01T00:00:00+00:00,r,tune\n")
+    before = hist.read_bytes()
+    target = "results/history.csv" if spelling == "default" else str(hist)
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", target]), 2)
+    assert line == (f"error: -o {target} is the history of every run's trials: the shapes would replace it; "
+                    "write them to another file")
+    assert hist.read_bytes() == before
+
+
+def test_shapes_write_that_fails_keeps_the_old_file(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+
+    import autokernel.userfiles
+
+    out = tmp_path / "shapes.json"
+    out.write_text("the previous shapes\n")
+    replace = os.replace
+
+    def denied(src, dst):
+        if Path(dst) == out:
+            raise PermissionError(13, "Permission denied")
+        replace(src, dst)
+
+    monkeypatch.setattr(autokernel.userfiles.os, "replace", denied)
+    line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", str(out)]), 2)
+    assert line == f"error: cannot write {out}: Permission denied"
+    assert out.read_text() == "the previous shapes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["shapes.json"]
+
+
+def test_shapes_no_tensor_can_hold_are_one_line_and_write_nothing(tmp_path):
+    out = tmp_path / "shapes.json"
+    out.write_text("the previous shapes\n")
+    huge = "99999999999999999999"  # M of every GEMM: past int64
+    result = runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "--tokens", huge, "-o", str(out)])
+    line = one_error_line(result, 2)
+    assert line.startswith(f"error: --tokens {huge}: ") and "more than a tensor can" in line
+    assert out.read_text() == "the previous shapes\n"
+
+
+@pytest.mark.parametrize("change", [{"ms": "fast"}, {"ms": -1.0}], ids=["not a number", "no time"])
+def test_a_kept_reading_edited_by_hand_is_measured_again(change, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(cache))
+    args = ["tune", "--interpret", "--m", "20", "--n", "24", "--k", "16", "-g", "1", "-n", "1", "--seed", "2",
+            "--strategy", "random", "--json"]
+    assert runner.invoke(app, [*args, "--history", str(tmp_path / "a.csv")]).exit_code == 0
+    [kept] = cache.glob("readings-*.jsonl")
+    records = [json.loads(line) for line in kept.read_text().splitlines()]
+    for record in records:
+        record["payload"] = [{**trial, **change} for trial in record["payload"]]
+    kept.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = runner.invoke(app, [*args, "--history", str(tmp_path / "b.csv")])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert json.loads(result.stdout)[0]["reused_readings"] == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a row the history cannot read back would warn
+        rows = History(tmp_path / "b.csv").trials()
+    assert rows and all(t.ok and t.ms > 0 and "reused" not in (t.note or "") for t in rows)
 
 
 def _swapped_gemms(factory) -> list[tuple]:

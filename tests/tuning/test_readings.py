@@ -134,6 +134,33 @@ def test_a_cut_line_is_skipped_and_notes_compose(tmp_path):
     assert reused_note(None, "T") == "reused reading of T"
 
 
+@pytest.mark.parametrize("change", [
+    {"ms": "fast"}, {"ms": -1.0}, {"gpu_ms": 0}, {"p20": float("inf")}, {"tflops": "x"}, {"config": {"block_m": 17}},
+    {"status": 5}, {"status": "timeout"}, {"problem": {"m": 1}}, {"problem": None}, {"timing": "abacus"},
+    {"note": ["x"]}, {"extra": 1},
+], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_a_kept_reading_edited_by_hand_is_measured_again(change, tmp_path):
+    ev = _caching(tmp_path, Inner())
+    ev.evaluate(P, [A])
+    records = [json.loads(line) for line in ev.cache.path.read_text().splitlines()]
+    records[0]["payload"][0].update(change)
+    ev.cache.path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    inner = Inner()
+    [trial] = _caching(tmp_path, inner).evaluate(P, [A])
+    assert inner.asked == [("evaluate", (A,))] and trial.ok and trial.note is None
+
+
+@pytest.mark.parametrize("payload", ["x", [1], 5, None])
+def test_a_kept_payload_that_is_no_list_of_trials_is_measured_again(payload, tmp_path):
+    ev = _caching(tmp_path, Inner())
+    ev.baseline(P)
+    record = json.loads(ev.cache.path.read_text())
+    ev.cache.path.write_text(json.dumps({**record, "payload": payload}) + "\n")
+    inner = Inner()
+    _caching(tmp_path, inner).baseline(P)
+    assert inner.asked == [("baseline", ())]
+
+
 def test_tune_twice_with_one_seed_measures_nothing_the_second_time(tmp_path):
     runner = CliRunner()
     # Two configs: the confirmation races them in the same order in its first and third round.
