@@ -93,8 +93,8 @@ def make_parent(path: str | Path) -> None:
 def write_atomically(out: str | Path, text: str, *, newline: str | None = None) -> None:
     """Replace ``out`` with ``text``: written to a temporary file beside it, flushed to disk,
     then renamed over it, so a write that fails or a crash leaves the old file whole and no
-    temporary file behind. Where ``out`` is a symbolic link, the file it names is replaced. OSError (naming ``out``) when it cannot be written; ``newline``
-    as for open()."""
+    temporary file behind. Where ``out`` is a symbolic link, the file it names is replaced.
+    OSError (naming ``out``) when it cannot be written; ``newline`` as for open()."""
     out = Path(out)
     if out.is_symlink():  # the file the link names is replaced; the link stays
         out = Path(os.path.realpath(out))

@@ -37,7 +37,7 @@ def export_best(
     history_path: HistoryOpt = None,
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write the JSON to this file instead of stdout "
-                                                        "(with --per-device: this directory).")
+                                                        "(- for stdout; with --per-device: this directory).")
     ] = None,
     per_device: Annotated[
         bool, typer.Option("--per-device", help="One file per device of the history (GPUs of several models "
@@ -52,6 +52,8 @@ def export_best(
     """
     if device is not None and not device.strip():
         fail("--device is empty: name a GPU of the history (e.g. h100), or leave --device out")
+    if output == "-":  # stdout, as the shell's convention has it
+        output = None
     if per_device and (output is None or device is not None):
         fail("--per-device writes one file per device into the -o directory: give -o DIR, and no --device")
     if output is not None and not output.strip():

@@ -20,7 +20,7 @@ def report(
                                            help="A results file (JSON lines) of benchmarks/suite.py, or a "
                                                 "selector check of benchmarks/select_sweep.py.")],
     output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="The markdown file to (re)write, e.g. docs/BENCHMARKS.md (default: stdout).")] = None,
+        "--output", "-o", help="The markdown file to (re)write, e.g. docs/BENCHMARKS.md (default, or -: stdout).")] = None,
     plots_dir: Annotated[str | None, typer.Option(
         "--plots-dir", help="Where the PNG charts go, one per suite, linked from the markdown "
                             "(default: img/ beside --output; none on stdout).")] = None,
@@ -38,6 +38,8 @@ def report(
     The markdown goes to stdout unless --output names a file."""
     from autokernel.report import SelectorReport, write_report
 
+    if output == "-":  # stdout, as the shell's convention has it
+        output = None
     if output is not None and not output.strip():
         fail("-o needs a file name (leave -o out to print the report on stdout)")
     if plots_dir is not None and not plots_dir.strip():

@@ -164,6 +164,20 @@ def test_export_writes_the_configs(tmp_path, hist):
 
 
 @pytest.mark.parametrize("command", ["export-best", "report"])
+def test_a_dash_for_output_is_stdout(command, results, tmp_path, hist, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _history(hist)
+    args = ["export-best", "-o", "-"] if command == "export-best" else ["report", str(results), "-o", "-"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    if command == "export-best":
+        assert json.loads(result.stdout)["entries"]
+    else:
+        assert result.stdout.startswith("#")
+    assert not (tmp_path / "-").exists() and not (tmp_path / "img").exists()
+
+
+@pytest.mark.parametrize("command", ["export-best", "report"])
 def test_an_output_under_a_file_says_the_file_is_no_directory(command, results, tmp_path, hist):
     before = _history(hist)
     out = hist / "out.md"  # the history, a file, where a directory should be
