@@ -30,6 +30,19 @@ def one_error_line(result, code: int | None = None) -> str:
     return lines[0]
 
 
+def deny_renames_onto(monkeypatch, module, target) -> None:
+    """Make ``module``'s os.replace refuse to rename onto ``target`` (PermissionError), as a
+    write-protected destination would: other renames go through."""
+    replace = module.os.replace
+
+    def denied(src, dst):
+        if Path(dst) == Path(target):
+            raise PermissionError(13, "Permission denied")
+        replace(src, dst)
+
+    monkeypatch.setattr(module.os, "replace", denied)
+
+
 def interpreter_space(problem):
     """The search space for_problem gives under the interpreter, on any machine (a GPU too)."""
     from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS

@@ -16,7 +16,7 @@ from autokernel.cli import app
 from autokernel.config import KernelConfig
 from autokernel.history import History, make_row
 from autokernel.records import Problem
-from tests.helpers import one_error_line, write_best
+from tests.helpers import deny_renames_onto, one_error_line, write_best
 
 runner = CliRunner()
 interpreted = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
@@ -279,14 +279,7 @@ def test_report_write_that_fails_keeps_the_old_report(results, tmp_path, monkeyp
 
     out = tmp_path / "B.md"
     out.write_text("the previous report\n")
-    replace = os.replace
-
-    def denied(src, dst):
-        if Path(dst) == out:
-            raise PermissionError(13, "Permission denied")
-        replace(src, dst)
-
-    monkeypatch.setattr(autokernel.report.os, "replace", denied)
+    deny_renames_onto(monkeypatch, autokernel.report, out)
     line = one_error_line(runner.invoke(app, ["report", str(results), "-o", str(out), "--no-plots"]), 2)
     assert line == f"error: cannot write the report: Permission denied: {out}"
     assert out.read_text() == "the previous report\n" and _files(tmp_path) == ["B.md", "r1.jsonl"]

@@ -134,21 +134,12 @@ def test_shapes_refuses_to_write_over_the_history(spelling, hist, tmp_path, monk
 
 
 def test_shapes_write_that_fails_keeps_the_old_file(tmp_path, monkeypatch):
-    import os
-    from pathlib import Path
-
     import autokernel.userfiles
+    from tests.helpers import deny_renames_onto
 
     out = tmp_path / "shapes.json"
     out.write_text("the previous shapes\n")
-    replace = os.replace
-
-    def denied(src, dst):
-        if Path(dst) == out:
-            raise PermissionError(13, "Permission denied")
-        replace(src, dst)
-
-    monkeypatch.setattr(autokernel.userfiles.os, "replace", denied)
+    deny_renames_onto(monkeypatch, autokernel.userfiles, out)
     line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", str(out)]), 2)
     assert line == f"error: cannot write {out}: Permission denied"
     assert out.read_text() == "the previous shapes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["shapes.json"]
