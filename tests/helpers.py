@@ -30,17 +30,17 @@ def one_error_line(result, code: int | None = None) -> str:
     return lines[0]
 
 
-def deny_renames_onto(monkeypatch, module, target) -> None:
-    """Make ``module``'s os.replace refuse to rename onto ``target`` (PermissionError), as a
-    write-protected destination would: other renames go through."""
+def fail_renames_onto(monkeypatch, module, target, error: OSError | None = None) -> None:
+    """Make ``module``'s os.replace fail to rename onto ``target`` (with ``error``; by default
+    PermissionError, as a write-protected destination would): other renames go through."""
     replace = module.os.replace
 
-    def denied(src, dst):
+    def failing(src, dst):
         if Path(dst) == Path(target):
-            raise PermissionError(13, "Permission denied")
+            raise error or PermissionError(13, "Permission denied")
         replace(src, dst)
 
-    monkeypatch.setattr(module.os, "replace", denied)
+    monkeypatch.setattr(module.os, "replace", failing)
 
 
 def interpreter_space(problem):

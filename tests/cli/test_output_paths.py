@@ -5,7 +5,6 @@ that fails leaves the old file whole and no temporary file beside it."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from autokernel.cli import app
 from autokernel.config import KernelConfig
 from autokernel.history import History, make_row
 from autokernel.records import Problem
-from tests.helpers import deny_renames_onto, one_error_line, write_best
+from tests.helpers import fail_renames_onto, one_error_line, write_best
 
 runner = CliRunner()
 interpreted = pytest.mark.skipif(not runtime.INTERPRETER, reason="CPU tests: kernels run under the interpreter")
@@ -98,15 +97,8 @@ def test_bench_csv_write_that_fails_keeps_the_old_table(tmp_path, hist, monkeypa
     table = tmp_path / "tables" / "t.csv"
     table.parent.mkdir()
     table.write_text("the previous table\n")
-
-    replace = os.replace
-
-    def full_disk(src, dst):  # only the table's rename fails; the history is written as ever
-        if Path(dst) == table:
-            raise OSError(28, "No space left on device")
-        replace(src, dst)
-
-    monkeypatch.setattr(autokernel.report.os, "replace", full_disk)
+    # only the table's rename fails; the history is written as ever
+    fail_renames_onto(monkeypatch, autokernel.report, table, OSError(28, "No space left on device"))
     line = one_error_line(runner.invoke(app, [*BENCH, "--csv", str(table)]), 2)
     assert "cannot write --csv" in line and "No space left" in line
     assert table.read_text() == "the previous table\n" and _files(table.parent) == ["t.csv"]
@@ -279,7 +271,7 @@ def test_report_write_that_fails_keeps_the_old_report(results, tmp_path, monkeyp
 
     out = tmp_path / "B.md"
     out.write_text("the previous report\n")
-    deny_renames_onto(monkeypatch, autokernel.report, out)
+    fail_renames_onto(monkeypatch, autokernel.report, out)
     line = one_error_line(runner.invoke(app, ["report", str(results), "-o", str(out), "--no-plots"]), 2)
     assert line == f"error: cannot write the report: Permission denied: {out}"
     assert out.read_text() == "the previous report\n" and _files(tmp_path) == ["B.md", "r1.jsonl"]

@@ -135,11 +135,11 @@ def test_shapes_refuses_to_write_over_the_history(spelling, hist, tmp_path, monk
 
 def test_shapes_write_that_fails_keeps_the_old_file(tmp_path, monkeypatch):
     import autokernel.userfiles
-    from tests.helpers import deny_renames_onto
+    from tests.helpers import fail_renames_onto
 
     out = tmp_path / "shapes.json"
     out.write_text("the previous shapes\n")
-    deny_renames_onto(monkeypatch, autokernel.userfiles, out)
+    fail_renames_onto(monkeypatch, autokernel.userfiles, out)
     line = one_error_line(runner.invoke(app, ["shapes", "--model", "tests.cli.shapes_model:build", "-o", str(out)]), 2)
     assert line == f"error: cannot write {out}: Permission denied"
     assert out.read_text() == "the previous shapes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["shapes.json"]
