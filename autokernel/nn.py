@@ -16,7 +16,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from autokernel import ops  # noqa: F401  (registers torch.ops.autokernel.*, which compiled forwards call)
 from autokernel.api import _autocast_cast, _check_config, _config_str, linear, normalize_activation, torch_activation
 from autokernel.config import KernelConfig
-from autokernel.plans import _KERNEL_DEVICE_TYPE, SUPPORTED_DTYPES, check_slope
+from autokernel.plans import _KERNEL_DEVICE_TYPE, SUPPORTED_DTYPES, check_slope, storage_kind
 
 _CONFIGS = ("config", "dx_config", "dw_config")
 """The config attributes: their JSON is kept beside them, as ``_configs_json``, for the op
@@ -153,7 +153,7 @@ _WARNED: set[tuple[str, torch.dtype, str]] = set()
 
 def _warn_torch_path(input: torch.Tensor) -> None:
     """Say once per (device type, dtype, layout) that such inputs run torch's linear."""
-    layout = "nested" if input.is_nested else str(input.layout).removeprefix("torch.").lstrip("_")
+    layout = storage_kind(input)
     seen = (input.device.type, input.dtype, layout)
     if seen in _WARNED:
         return

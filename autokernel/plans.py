@@ -19,11 +19,16 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KERNEL_DEVICE_TYPE = runtime.kernel_device().type
 
 
+def storage_kind(t: torch.Tensor) -> str:
+    """How ``t`` stores its elements: "strided" (dense, what the kernels take), "nested", or
+    another layout's name ("sparse_coo", "sparse_csr", "mkldnn", ...)."""
+    return "nested" if t.is_nested else str(t.layout).removeprefix("torch.").lstrip("_")
+
+
 def _check_tensor(name: str, t: object, ndim: int | None = None) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.is_nested or t.layout != torch.strided:
-        kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.").lstrip("_")
+    if (kind := storage_kind(t)) != "strided":
         raise TypeError(f"{name} is a {kind} tensor; the kernels take dense (strided) tensors")
     # torch._neg_view, or the .imag of a conjugated view: the sign is a flag, not in memory
     # (dynamo traces no is_neg; the registered ops see tensors torch made)

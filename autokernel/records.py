@@ -391,6 +391,16 @@ HISTORY_COLUMNS: list[str] = [
 ``ms_p80`` and ``gpu_ms`` in milliseconds; ``tflops`` in 10^12 FLOP/s."""
 STATUSES = ("success", "failed_correctness", "compile_error", "out_of_resources", "runtime_error", "timeout")
 TIMINGS = ("gpu", "interpreter", "replay")
+
+
+def time_error(value: object) -> str | None:
+    """Why a recorded time (JSON's number of milliseconds) is none, or None where it is one:
+    a number > 0 and finite (a NaN, zero or negative time makes every ratio over it nonsense)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "must be a number"
+    if not 0 < value < math.inf:
+        return "must be > 0 and finite"
+    return None
 PROBLEM_COLUMNS = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
 """The columns that identify a problem."""
 INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")

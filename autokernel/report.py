@@ -17,7 +17,6 @@ and bandwidth fractions as fractions of 1.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import warnings
@@ -27,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from autokernel.records import Problem
+from autokernel.records import Problem, time_error
 from autokernel.roofline import analyze, detect_gpu
 from autokernel.timing import gbps, tflops
 from autokernel.userfiles import make_parent, read_text, same_file, write_atomically
@@ -148,15 +147,10 @@ def is_selector_file(rows: list[dict[str, Any]]) -> bool:
 
 
 def _check_time(row: dict[str, Any], key: str, path: str | Path, i: int) -> None:
-    """A time of a results row: absent, null, or a number of milliseconds > 0 and finite
-    (a NaN, zero or negative time would turn every ratio and geomean over it into nonsense)."""
+    """A time of a results row: absent, null, or a time (``records.time_error``)."""
     value = row.get(key)
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{path} line {i}: {key} must be a number, got {value!r}")
-    if not 0 < value < math.inf:
-        raise ValueError(f"{path} line {i}: {key} must be > 0 and finite, got {value!r}")
+    if value is not None and (why := time_error(value)):
+        raise ValueError(f"{path} line {i}: {key} {why}, got {value!r}")
 
 
 def read_results(path: str | Path, numbered: list[tuple[int, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:

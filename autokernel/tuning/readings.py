@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from filelock import FileLock
 
 from autokernel.history import RETIMED, is_retimed
-from autokernel.records import TIMINGS, KernelConfig, Problem, Trial
+from autokernel.records import TIMINGS, KernelConfig, Problem, Trial, time_error
 from autokernel.tuning.protocols import EvaluatorBase
 from autokernel.tuning.worker import WORKER_LOST
 from autokernel.userfiles import cache_dir, code_fingerprint, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
@@ -126,10 +125,9 @@ def _key(kind: str, problem: "Problem", configs: Sequence["KernelConfig"], nth: 
 
 @dataclass
 class Reading:
-    """Kept trials (as Trial.to_dict) and when they were measured (ISO 8601, UTC)."""
+    """Kept trials, each noted with when it was measured (``reused_note``)."""
 
-    trials: list[dict[str, Any]]
-    measured_at: str
+    trials: list["Trial"]
 
 
 class KeptStore:
@@ -213,11 +211,9 @@ class ReadingCache:
         if hit is None or not isinstance(hit[0], list):
             return None
         try:
-            for data in hit[0]:
-                _trial(data, hit[1])
+            return Reading([_trial(data, hit[1]) for data in hit[0]])
         except (TypeError, ValueError, KeyError):
             return None
-        return Reading(list(hit[0]), hit[1])
 
     def put(self, kind: str, problem: "Problem", configs: Sequence["KernelConfig"], trials: list[dict],
             nth: int = 0) -> None:
@@ -248,12 +244,13 @@ def _trial(data: dict[str, Any], measured_at: str) -> "Trial":
     fields = dict(data)
     fields["problem"] = Problem(**fields["problem"])
     fields["config"] = None if fields["config"] is None else KernelConfig.from_dict(fields["config"])
-    for name in (*_TIMES, *_NUMBERS):
+    for name in _TIMES:
+        if fields.get(name) is not None and (why := time_error(fields[name])):
+            raise ValueError(f"{name} {why}: {fields[name]!r}")
+    for name in _NUMBERS:
         value = fields.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise TypeError(f"{name} is not a number: {value!r}")
-        if name in _TIMES and value is not None and not 0 < value < math.inf:
-            raise ValueError(f"{name} is no time: {value!r}")
     for name in _TEXTS:
         if fields.get(name) is not None and not isinstance(fields[name], str):
             raise TypeError(f"{name} is not text: {fields[name]!r}")
@@ -353,7 +350,7 @@ class CachingEvaluator(EvaluatorBase):
         self.inner.abort()
 
     def _reuse(self, hit: Reading, on_trial: "OnTrial | None") -> list["Trial"]:
-        trials = [_trial(data, hit.measured_at) for data in hit.trials]
+        trials = hit.trials
         self.reused += len(trials)
         for trial in trials:
             if on_trial is not None:
