@@ -91,7 +91,19 @@ def device_name(device: torch.device | None = None) -> str:
     """The name of the GPU that runs ``device``'s kernels (default: the current one)."""
     if INTERPRETER:
         return INTERPRETER_DEVICE
-    return torch.cuda.get_device_name(device)
+    index = device.index if isinstance(device, torch.device) else device
+    if index is None:
+        index = torch.cuda.current_device()
+    if isinstance(index, int):
+        return _gpu_name(index)
+    return torch.cuda.get_device_name(index)  # a device string
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_name(index: int) -> str:
+    """The name of GPU ``index``, asked of torch once: the first call of every new shape
+    reads it."""
+    return torch.cuda.get_device_name(index)
 
 
 @functools.lru_cache(maxsize=None)

@@ -138,7 +138,16 @@ recorded H100 sweeps (docs/selector.md): 10-fold CV over 1184 shapes, pick / bes
 
 def _memory_max(dram_us: float, l2_us: float) -> float:
     """The memory side of the model: the DRAM and L2 terms' sharp maximum (MEMORY_P)."""
-    return (dram_us ** MEMORY_P + l2_us ** MEMORY_P) ** (1 / MEMORY_P)
+    return (dram_us ** MEMORY_P + l2_us ** MEMORY_P) ** _INV_MEMORY_P
+
+
+def _smooth_max(compute_us: float, memory_us: float) -> float:
+    """The compute and memory sides met in a smooth maximum (SMOOTH_P)."""
+    return (compute_us ** SMOOTH_P + memory_us ** SMOOTH_P) ** _INV_P
+
+
+_INV_P = 1 / SMOOTH_P
+_INV_MEMORY_P = 1 / MEMORY_P
 
 
 L2_BANDWIDTH = 12.0e12
@@ -294,10 +303,10 @@ class Constants:
                    b_rows: bool = False) -> float:
         """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view."""
         compute = waves * (self.a + self.b * k_per)
-        memory = nbytes / (COPY_BANDWIDTH * self.e) * 1e6
+        memory = nbytes * (1e6 / (COPY_BANDWIDTH * self.e))
         if self.g is not None:
-            memory = _memory_max(memory, l2_bytes / (L2_BANDWIDTH * self.g) * 1e6)
-        us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + self.d
+            memory = _memory_max(memory, l2_bytes * (1e6 / (L2_BANDWIDTH * self.g)))
+        us = _smooth_max(compute, memory) + self.d
         if b_rows and self.r is not None:
             us *= math.exp(self.r)
         return us
@@ -527,7 +536,8 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
-                 "stream_k", "sk_tail", "flatten", "thin", "a", "b", "bandwidth", "d", "l2_bandwidth", "row_factor", "error")
+                 "stream_k", "sk_tail", "flatten", "thin", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
+                 "error")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -540,8 +550,9 @@ class _Prepared:
         self.thin = thin_tma(config)
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
-            self.bandwidth = COPY_BANDWIDTH * constants.e  # Constants.predict_us's divisor, computed alike
-            self.l2_bandwidth = None if constants.g is None else L2_BANDWIDTH * constants.g
+            # Constants.predict_us's multipliers, computed alike
+            self.inv_bandwidth = 1e6 / (COPY_BANDWIDTH * constants.e)
+            self.inv_l2_bandwidth = None if constants.g is None else 1e6 / (L2_BANDWIDTH * constants.g)
             self.row_factor = None if constants.r is None else math.exp(constants.r)
 
     @classmethod
@@ -611,7 +622,20 @@ def _prepare(model: Model, config: KernelConfig, tma: bool) -> _Prepared:
     return memo[(id(config), tma)]
 
 
-_INV_P = 1 / SMOOTH_P
+_CAP = 512
+"""Twice the largest tile dimension a config may have (256): a dimension's covering power of
+two past it decides no tile rule, so the rules by size class see it as this."""
+
+
+def _applies_by_class(p: "_Prepared", tma: bool, thin: int, m_cap: int, n_cap: int, k_cap: int, aligned: bool,
+                      m: int) -> bool:
+    """``_why_not``'s rules that depend only on the problem's size class, on a candidate's
+    numbers: the kernel TMA needs, the tile against M, N and K, the thin tiles' rows."""
+    if (p.needs_tma and not tma) or p.bm < thin or p.bn > n_cap or p.bk > k_cap:
+        return False
+    if p.thin:  # _thin_why_not
+        return not ((p.bm > m_cap and aligned) or m > THIN_TMA_MAX_M)
+    return p.bm <= m_cap
 
 
 def b_row_major(layout: str) -> bool:
@@ -658,7 +682,6 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             memo[cache_key] = candidates
     pool: list[tuple[_Prepared, str]] = []
     seen: set[tuple] = set()
-    cuts: dict[tuple[int, int], tuple[int, int]] = {}  # tail_cut by (tiles, K steps): twins share tiles
     for config, source in ((default, "default"), *tuned):
         p = _prepare(model, config, tma)
         if p.key in seen:
@@ -672,30 +695,36 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if ok:
             seen.add(p.key)
             pool.append((p, source))
-    # The candidates that apply: why_not's rules on each candidate's numbers.
+    # The candidates that apply: why_not's rules on each candidate's numbers. Those that
+    # depend on the problem's size class only (the tile against the next powers of two of
+    # M, N and K, which only matter up to twice the largest tile, and M's thinness) are
+    # applied once per class and kept; split-K's and stream-K's per problem.
     m_cap, n_cap, k_cap = max(16, _next_pow2(max(m, 1))), max(16, _next_pow2(max(n, 1))), max(16, _next_pow2(max(k, 1)))
     thin = 16 if m <= 64 else 32 if m <= 128 else 64
-    for p in candidates:
-        bm, bn, bk, split = p.bm, p.bn, p.bk, p.split
-        if (p.needs_tma and not tma) or bm < thin or bn > n_cap or bk > k_cap or p.key in seen:
+    class_key = ("class", cache_key, thin, min(m_cap, _CAP), min(n_cap, _CAP), min(k_cap, _CAP), aligned,
+                 m > THIN_TMA_MAX_M)
+    applying = memo.get(class_key) if fits_key is not None else None
+    if applying is None:
+        applying = tuple(p for p in candidates if _applies_by_class(p, tma, thin, m_cap, n_cap, k_cap, aligned, m))
+        if fits_key is not None:
+            memo[class_key] = applying
+    cuts: dict[tuple[int, int], tuple[int, int]] = {}  # tail_cut by (tiles, K steps): twins share tiles
+    for p in applying:
+        if p.key in seen:
             continue
-        if p.thin:  # _thin_why_not
-            if (bm > m_cap and aligned) or m > THIN_TMA_MAX_M:
-                continue
-        elif bm > m_cap:
-            continue
-        if split > 1 and (k // split < 2 * bk or -(-m // bm) * -(-n // bn) >= programs):
+        split = p.split
+        if split > 1 and (k // split < 2 * p.bk or -(-m // p.bm) * -(-n // p.bn) >= programs):
             continue
         if p.stream_k:
-            tiles = -(-m // bm) * -(-n // bn)
+            tiles = -(-m // p.bm) * -(-n // p.bn)
             if p.sk_tail:
-                key = (tiles, -(-k // bk))
+                key = (tiles, -(-k // p.bk))
                 sk = cuts.get(key)
                 if sk is None:
                     sk = cuts[key] = tail_cut(tiles, programs, key[1])
                 if not streamk_applies(m, tiles, programs, sk[0], p.flatten):
                     continue
-            elif -(-k // bk) < 2 or tiles % programs == 0 or tiles < programs:
+            elif -(-k // p.bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
         pool.append((p, "candidate"))
     if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
@@ -704,17 +733,33 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     # numbers, operation for operation (the same floats; tests compare the two).
     k1 = max(k, 1)
     nbytes0 = (m * k + k * n + m * n) * itemsize
+    a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
+    partials = 2 * m * n * 4
+    rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
+    cols_of: dict[int, int] = {}
+    k_per_of: dict[tuple[int, int], float] = {}
     scores = []
+    # The first of equal predictions wins: the pool's order (default, tuned, candidates).
+    best_us = default_us = best = best_source = at_default = None
     for p, source in pool:
         if p.constants is None:
             scores.append((None, p, source))
             continue
-        split, bk = p.split, p.bk
-        units = -(-m // p.bm) * -(-n // p.bn) * split
-        k_per = float(-(-(-(-k1 // split)) // bk) * bk)
+        split, bk, bm, bn = p.split, p.bk, p.bm, p.bn
+        rows = rows_of.get(bm)
+        if rows is None:
+            rows = rows_of[bm] = -(-m // bm)
+        cols = cols_of.get(bn)
+        if cols is None:
+            cols = cols_of[bn] = -(-n // bn)
+        units = rows * cols * split
+        k_per = k_per_of.get((split, bk))
+        if k_per is None:
+            k_per = k_per_of[split, bk] = float(-(-(-(-k1 // split)) // bk) * bk)
         tile_us = p.a + p.b * k_per
         # A TMA stream-K config whose tiles leave no tail to cut (a tuned entry or the
         # default: the candidates' rules skip those) runs the plain kernel (plan_matmul_tma).
+        cut = False
         if p.sk_tail:
             k_steps = -(-k1 // bk)
             sk = cuts.get((units, k_steps))
@@ -722,30 +767,28 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
                 sk = cuts[units, k_steps] = tail_cut(units, programs, k_steps)
             sk_progs, head = sk
             cut = sk_progs != units % programs
-        else:
-            cut = False
         if cut:
-            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, p.bm, p.bn, k1, itemsize,
+            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, bm, bn, k1, itemsize,
                                   head / k_steps)
         else:
             waves = units / programs if p.stream_k and not p.sk_tail else float(-(-units // programs))
-        nbytes = float(nbytes0 + 2 * m * n * 4 * split if split > 1 else nbytes0)
         compute = waves * tile_us
-        memory = nbytes / p.bandwidth * 1e6
-        if p.l2_bandwidth is not None:
-            l2_bytes = float((m * k * -(-n // p.bn) + k * n * -(-m // p.bm)) * itemsize)
-            memory = _memory_max(memory, l2_bytes / p.l2_bandwidth * 1e6)
-        us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d
+        # (an int times a float converts the int first: float(x) * y)
+        memory = (nbytes0 + partials * split if split > 1 else nbytes0) * p.inv_bandwidth
+        if p.inv_l2_bandwidth is not None:
+            l2_us = (a_reads * cols + b_reads * rows) * p.inv_l2_bandwidth
+            memory = (memory ** MEMORY_P + l2_us ** MEMORY_P) ** _INV_MEMORY_P  # _memory_max
+        us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d  # _smooth_max
         if b_rows and p.row_factor is not None:
             us *= p.row_factor
         if cut:
-            us += streamk_fixup_us(sk_progs, p.bm, p.bn)
+            us += streamk_fixup_us(sk_progs, bm, bn)
         scores.append((us, p, source))
+        if best_us is None or us < best_us:
+            best_us, best, best_source = us, p, source
+        if source == "default":
+            default_us, at_default = us, p
     scores = tuple(scores)
-    default_us = next((us for us, _, source in scores if source == "default"), None)
-    scored = [s for s in scores if s[0] is not None]
-    # The first of equal predictions wins: the pool's order (default, tuned, candidates).
-    best_us, best, best_source = min(scored, key=lambda s: s[0]) if scored else (None, None, None)
     if best_us is None:
         if not any(source == "default" for _, _, source in scores):
             raise ValueError("no config fits")  # the caller's fit rules shrink the default first
@@ -753,7 +796,6 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     if best_source == "default":
         return Choice(default, "default", "the default is predicted fastest", scores)
     if default_us is not None and model.errors:
-        at_default = next(p for _, p, source in scores if source == "default")
         need = z * math.sqrt(best.error ** 2 + at_default.error ** 2)
         if math.log(default_us / best_us) <= need:
             return Choice(default, "default", f"the best prediction ({best.config.short()}, {best_us:.1f} µs) beats "
