@@ -5,8 +5,8 @@ and writers serialise on a sibling ``<path>.lock`` file, so several tuning proce
 can share one history. Every record is exactly one physical line (newlines in values
 are replaced by spaces), so a torn write spoils at most its own line: the reader skips
 it with a warning and the next append starts on a fresh line. Rows with a number that
-cannot be one (an integer beyond int64, a time that is not finite and positive) are
-skipped the same way.
+cannot be one (an integer with a fraction or beyond int64, a time that is not finite and
+positive) are skipped the same way.
 
 Units: ``ms``, ``ms_p20``, ``ms_p80`` in milliseconds; ``tflops`` in 10^12 FLOP/s.
 ``gpu_ms`` is the GPU time per call from CUDA-graph replay (no host launch cost),
@@ -316,8 +316,8 @@ class History:
 
         A missing file gives an empty frame. Rows with the wrong number of fields or a
         number that is unparsable or impossible (a torn write, a hand edit: an integer
-        beyond int64, a time that is not finite and positive) are skipped with one warning
-        that names their line numbers. The file is never modified.
+        with a fraction or beyond int64, a time that is not finite and positive) are
+        skipped with one warning that names their line numbers. The file is never modified.
         """
         import pandas as pd
 
@@ -367,7 +367,7 @@ def _parse_line(text: str) -> list[str] | None:
 
 def _numbers_valid(header: list[str], fields: list[str]) -> bool:
     """Whether every filled number cell parses and could have been written: integers
-    within int64, times finite and positive (not-a-number reads as empty)."""
+    whole and within int64, times finite and positive (not-a-number reads as empty)."""
     for name, value in zip(header, fields):
         if value == "" or (name not in _INT_COLUMNS and name not in _FLOAT_COLUMNS):
             continue
@@ -377,7 +377,7 @@ def _numbers_valid(header: list[str], fields: list[str]) -> bool:
             return False
         if number != number:
             continue
-        if name in _INT_COLUMNS and not abs(number) < _INT_LIMIT:
+        if name in _INT_COLUMNS and not (abs(number) < _INT_LIMIT and number == int(number)):
             return False
         if name in _TIME_COLUMNS and not (0 < number < math.inf):
             return False

@@ -493,8 +493,8 @@ def _cell_value(column: str, text: str | None) -> Any:
             return None
         if number != number:
             return None
-        if column in INT_COLUMNS:
-            return int(round(number)) if math.isfinite(number) else None
+        if column in INT_COLUMNS:  # a whole number (16.0 as a spreadsheet writes it), else none
+            return int(number) if math.isfinite(number) and number == int(number) else None
         return number
     if column == "bias":
         return {"True": True, "true": True, "False": False, "false": False}.get(text)

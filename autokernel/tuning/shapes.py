@@ -2,7 +2,8 @@
 
 A shapes file holds rows of M, N, K and optionally dtype, activation, bias, layout
 (defaults: float16, none, false, nn), as a CSV with a header or a JSON list of objects
-(or an object whose "shapes" is that list). Column names are case-insensitive.
+(or an object whose "shapes" is that list); ``autokernel shapes`` adds count and name.
+Column names are case-insensitive; any other column is an error, not ignored.
 """
 
 from __future__ import annotations
@@ -36,8 +37,23 @@ def _as_bool(value: Any, where: str) -> bool:
     raise ValueError(f"{where}: bias must be true or false, got {value!r}")
 
 
+_KNOWN = {f.lower() for f in FIELDS}
+
+
+def _known_columns(names, where: str) -> None:
+    """ValueError naming the columns that are not FIELDS: a misspelt column would be
+    ignored, and its values lost without a word."""
+    unknown = [str(k).strip() for k in names if str(k).strip().lower() not in _KNOWN]
+    if unknown:
+        raise ValueError(f"{where}: unknown column{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))} (known: {', '.join(FIELDS)})")
+
+
 def _problem(row: dict, where: str) -> Problem:
-    fields = {str(k).strip().lower(): v for k, v in row.items() if k is not None}
+    if None in row:  # csv.DictReader: more cells than the header names
+        raise ValueError(f"{where}: more values than the header has columns")
+    _known_columns(row, where)
+    fields = {str(k).strip().lower(): v for k, v in row.items()}
     missing = [c for c in ("m", "n", "k") if fields.get(c) in (None, "")]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(c.upper() for c in missing)}")
@@ -74,7 +90,9 @@ def read_shapes(path: str | Path) -> list[Problem]:
         where = [f"{path} entry {i + 1}" for i in range(len(rows))]
     else:
         try:
-            rows = list(csv.DictReader(text.splitlines()))
+            reader = csv.DictReader(text.splitlines())
+            _known_columns(reader.fieldnames or [], f"shapes file {path}, header")
+            rows = list(reader)
         except csv.Error as exc:
             raise ValueError(f"shapes file {path} is not a readable CSV: {exc}") from None
         where = [f"{path} line {i + 2}" for i in range(len(rows))]

@@ -146,6 +146,20 @@ def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     assert best.load(exported) == best.load(shipped)
 
 
+@pytest.mark.parametrize("text, says", [
+    ("M,N,K,activaton\n64,64,64,relu\n", "header: unknown column 'activaton' (known: M, N, K, dtype,"),
+    ("M,N,K\n64,64,64,relu\n", "line 2: more values than the header has columns"),
+    ('[{"M": 64, "N": 64, "K": 64, "bais": true}]', "entry 1: unknown column 'bais'"),
+])
+def test_a_shapes_file_s_unknown_column_is_an_error_not_ignored(tmp_path, text, says):
+    """A misspelt column (or a cell past the header) was dropped without a word: the
+    problems were tuned without the activation or bias the file asked for."""
+    shapes = tmp_path / ("shapes.json" if text.startswith("[") else "shapes.csv")
+    shapes.write_text(text)
+    line = one_error_line(runner.invoke(app, ["loop", "--shapes", str(shapes), "--interpret"]), 2)
+    assert says in line and str(shapes) in line
+
+
 def test_a_size_given_twice_is_one_problem():
     from autokernel.cli._common import problem_sizes
 

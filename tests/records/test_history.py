@@ -114,6 +114,25 @@ def test_malformed_middle_rows_are_skipped_with_line_numbers(tmp_path: Path) -> 
     assert list(df["ms"]) == [1.0, 2.0]
 
 
+def test_a_size_with_a_fraction_is_no_size(tmp_path: Path) -> None:
+    """M = 16.5 (a hand edit) was read as 16: the row is skipped with its line named, by
+    both readers; 16.0, as a spreadsheet writes a whole number, is 16."""
+    path = tmp_path / "h.csv"
+    h = History(path)
+    h.append(_row(1.0))
+    with open(path, "a", newline="") as f:
+        for m, ms in (("16.5", 9.0), ("16.0", 2.0)):
+            row = _row(ms)
+            row["M"] = m
+            csv.writer(f, lineterminator="\n").writerow(["" if row[c] is None else row[c] for c in COLUMNS])
+    with pytest.warns(RuntimeWarning, match=r"skipped 1 malformed row\(s\).*line\(s\) 3$"):
+        df = h.read()
+    assert list(df["ms"]) == [1.0, 2.0] and list(df["M"]) == [64, 16]
+    with pytest.warns(RuntimeWarning, match=r"line\(s\) 3$"):
+        trials = h.trials()
+    assert [(t.problem.m, t.ms) for t in trials] == [(64, 1.0), (16, 2.0)]
+
+
 def test_append_refuses_a_foreign_file(tmp_path: Path) -> None:
     path = tmp_path / "h.csv"
     path.write_text("a,b,c\n1,2,3\n")
