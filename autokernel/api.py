@@ -94,7 +94,7 @@ def matmul(
             ($AUTOKERNEL_CONFIG, then the file shipped for this GPU: ``autokernel.best``),
             else ``default_config(M, N, K, dtype)``.
         out: optional preallocated [M, N] output of the operands' dtype; it must not share
-            memory with a, b or bias.
+            memory with a, b or bias; an inference tensor only inside ``torch.inference_mode()``.
 
     Returns:
         [M, N] in the operands' dtype. Zero-size M or N gives an empty result; K = 0
@@ -142,6 +142,9 @@ def matmul(
     elif out is not None:
         plan.check_out(out, a, b, bias)
     if out is not None:  # the kernel writes out behind autograd's back: mark it modified, as torch's out= does
+        if out.is_inference() and not torch.is_inference_mode_enabled():
+            raise RuntimeError("matmul(): out is an inference tensor, which may be written only inside "
+                               "torch.inference_mode() (as torch's out= requires); pass out.clone() or a new tensor")
         torch.autograd.graph.increment_version(out)
     return plan.run(a, b, bias, out)[0]
 

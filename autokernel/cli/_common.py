@@ -44,6 +44,16 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def path_option(value: str):
+    """A path option's text as a Path (Typer's ``parser``): an empty one is an error, where
+    Typer's own Path type reads "" as "." and the option then names the working directory."""
+    from pathlib import Path
+
+    if not str(value).strip():
+        raise typer.BadParameter("needs a path, got an empty string")
+    return Path(value)
+
+
 def print_table(table: Table) -> None:
     """A table on stdout: boxed on a terminal; piped or redirected, plain columns at the
     width the cells need (a cell cut to "succe…" at 80 columns helps no one). Columns

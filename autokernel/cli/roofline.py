@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autokernel.cli._common import (
+    path_option,
     ActivationOpt,
     DtypeOpt,
     HistoryOpt,
@@ -135,7 +136,7 @@ def roofline(
     ] = None,
     history_path: HistoryOpt = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write a log-log roofline chart here (e.g. roofline.png).")
+        Path | None, typer.Option("--plot", parser=path_option, help="Write a log-log roofline chart here (e.g. roofline.png).")
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from autokernel.cli._common import (
+    path_option,
     EXIT_FAILED,
     ActivationOpt,
     DtypeOpt,
@@ -80,9 +81,10 @@ ClusterOpt = Annotated[
                                                "one Ray actor per GPU of the cluster (needs autokernel[ray]).")
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed the strategy, for reproducible runs.")]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write the learning curve (best TFLOP/s so far per trial) to this PNG.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", parser=path_option, help="Write the learning curve (best TFLOP/s so far per trial) to this PNG.")]
 ReplayOpt = Annotated[
-    Path | None, typer.Option("--replay", help="Answer from a recorded sweep (a history CSV) instead of running kernels.")
+    Path | None, typer.Option("--replay", parser=path_option,
+                                help="Answer from a recorded sweep (a history CSV) instead of running kernels.")
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds one candidate may take (compile, check, time) before it is killed.")]
 LayoutOpt = Annotated[
@@ -467,7 +469,8 @@ def _write_plot(path: Path, results: list[dict]) -> None:
 
 def loop(
     shapes: Annotated[
-        Path | None, typer.Option("--shapes", help="A JSON or CSV file of M, N, K (+ dtype, activation, bias, layout) to tune in turn.")
+        Path | None, typer.Option("--shapes", parser=path_option,
+                                help="A JSON or CSV file of M, N, K (+ dtype, activation, bias, layout) to tune in turn.")
     ] = None,
     size: SizeOpt = None,
     m: MOpt = None,
@@ -533,7 +536,8 @@ def shapes(
     model: Annotated[str, typer.Option("--model", help="package.module:factory — a callable that returns a torch.nn.Module.")],
     tokens: Annotated[int, typer.Option("--tokens", help="Rows of the activations (batch x sequence): M of every GEMM.")] = 4096,
     dtype: Annotated[str | None, typer.Option("--dtype", "-d", help="Override the parameters' dtype.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write a .json or .csv file instead of JSON on stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", parser=path_option,
+                                                help="Write a .json or .csv file instead of JSON on stdout.")] = None,
 ) -> None:
     """List the GEMMs that autokernel.nn.swap_linear runs in a torch model (each with the
     activation it fuses) as a shapes file for `autokernel loop --shapes`. The factory's

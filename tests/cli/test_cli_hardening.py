@@ -160,6 +160,19 @@ def test_a_shapes_file_s_unknown_column_is_an_error_not_ignored(tmp_path, text, 
     assert says in line and str(shapes) in line
 
 
+@pytest.mark.parametrize("command", [
+    ["loop", "--interpret", "--shapes"], ["tune", "--interpret", "-s", "16", "--plot"], ["tune", "--replay"],
+    ["roofline", "--gpu", "h100", "--plot"], ["shapes", "--model", "x:y", "-o"],
+], ids=lambda c: " ".join(c[:1] + c[-1:]))
+def test_an_empty_path_is_an_error_not_the_working_directory(command, tmp_path, monkeypatch, capsys):
+    """Typer's Path reads "" as ".": --shapes "" said "cannot read shapes file .: Is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main([*command, ""], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "needs a path, got an empty string" in lines[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_size_given_twice_is_one_problem():
     from autokernel.cli._common import problem_sizes
 

@@ -369,6 +369,21 @@ def test_out_with_elements_sharing_memory_is_rejected(device):
         ak.matmul(a, b, out=torch.empty(8, 1, device=device).expand(8, 8))
 
 
+def test_out_as_an_inference_tensor_is_written_only_in_inference_mode(device):
+    """As torch's out= does: outside inference mode an inference tensor is refused before any
+    launch (it was written, behind torch's rule); inside, it is written."""
+    a, b = torch.randn(8, 8).to(device), torch.randn(8, 8).to(device)
+    with torch.inference_mode():
+        out = torch.zeros(8, 8, device=device)
+    for _ in range(2):  # the second call through the layout's plan
+        with pytest.raises(RuntimeError, match="inference tensor"):
+            ak.matmul(a, b, out=out)
+        assert not out.any()
+    with torch.inference_mode():
+        ak.matmul(a, b, out=out)
+    torch.testing.assert_close(out, a @ b, rtol=FP32_TOL, atol=FP32_TOL)
+
+
 def test_out_beside_inputs_in_one_buffer_is_fine(device):
     # Views of one buffer that touch disjoint elements: halves, and interleaved columns
     # (their byte spans meet). Twice each: the second call goes through the layout's plan.
