@@ -206,3 +206,61 @@ def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
     assert run(tf32_linear)[0] == "ok"
     assert run(lambda x, w, b, activation: tf32_linear(x, 1.5 * w, b, activation))[0] == "FAIL"
     assert run(ours, (5, 33, 150, torch.float32, ("n", "t"), True, act, None))[0] == "ok"
+
+
+def test_race_entries_judges_each_entry_with_its_twins_left_out_and_again_with_every_stale_one(
+        tmp_path, monkeypatch):
+    """The races faked (GPU-only): an entry slower than the pick without it is stale, one as
+    fast as that pick too (within the margin), a faster one is kept; the kept file lacks the
+    stale ones, and the shipped file is read, never changed."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import race_entries
+
+    from autokernel import best, runtime
+
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: 232448)
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.setattr(race_entries.api, "tma_runs_for", lambda *a: True)
+    shipped = best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json"
+    before = shipped.read_bytes()
+    entries = json.loads(before)["entries"]
+    left_out_seen = []
+    real_pick_without = race_entries.pick_without
+
+    def pick_without(p, data, left_out, name):
+        left_out_seen.append(set(left_out))
+        return real_pick_without(p, data, left_out, name)
+
+    def race_entry(p, entry, without, seed):  # entry i: 1.10x, 1.01x, 0.90x the pick without it by i % 3
+        i = seed - 3000
+        gain = 1.10 if i % 3 == 0 else 1.01 if i % 3 == 1 else 0.90
+        return {**p.to_dict(), "entry": entry.short(), "without": without.short(), "entry_us": 10.0, "without_us": 10.0 * gain,
+                "torch_us": 10.0, "gain": gain, "ok": True, "without_config": without}
+
+    monkeypatch.setattr(race_entries, "pick_without", pick_without)
+    monkeypatch.setattr(race_entries, "race_entry", race_entry)
+    best.clear_cache()
+    try:
+        assert race_entries.main(["--out", str(tmp_path / "o.jsonl"), "--write-kept", str(tmp_path / "kept.json")]) == 0
+    finally:
+        best.clear_cache()
+    assert shipped.read_bytes() == before and best.SHIPPED_DIR == shipped.parent
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    first = [r for r in rows if r["round"] == 1]
+    assert len(first) == len(entries)
+    # an entry and its other-dtype twin are left out together
+    twin_sets = left_out_seen[:len(entries)]
+    assert all(i in s for i, s in enumerate(twin_sets)) and any(len(s) == 2 for s in twin_sets)
+    for i, r in enumerate(first):
+        assert r["stale"] == (r["without"] == r["entry"] or r["gain"] < 1.02), r
+    again = [r for r in rows if r["round"] == 2]
+    assert {(r["m"], r["n"], r["k"], r["dtype"], r["layout"]) for r in again} <= {
+        (r["m"], r["n"], r["k"], r["dtype"], r["layout"]) for r in first if r["stale"]}
+    final = {}
+    for r in rows:
+        final[(r["m"], r["n"], r["k"], r["dtype"], r["activation"], r["bias"], r["layout"])] = r["stale"]
+    kept = json.loads((tmp_path / "kept.json").read_text())["entries"]
+    assert kept == [e for e in entries if not final[(e["M"], e["N"], e["K"], e["dtype"], e["activation"], e["bias"],
+                                                    e["layout"])]]
+    assert 0 < len(kept) < len(entries)
