@@ -4,14 +4,17 @@
 
 An entry of ``autokernel/configs/<this GPU>.json`` is launched for exactly its problem, and
 is a candidate the selector scores for problems within 4x of it. Tuned with older kernels
-and fewer candidates, it may no longer beat what the selector picks there without it; it
-then gains its own problem nothing and can still be picked, mispredicted, for its
-neighbours. Per entry: its config, the selector's pick with the entry left out of the file
-(the other entries still candidates) and the default, each checked once against a float32
-reference, raced side by side with torch (cuBLAS, or eager addmm + the activation;
-``timing.race``: GPU time). An entry is **stale** where it is not faster than the pick
-without it by more than ``--margin``. One JSON line per entry, then a summary;
-``--write-kept`` writes the file without the stale entries (its other fields as they were).
+and fewer candidates, it may now run slower than what the selector picks there without it.
+Per entry: its config, the selector's pick with the entry (and its other-dtype twin) left
+out of the file and the default, each checked once against a float32 reference, raced side
+by side with torch (cuBLAS, or eager addmm + the activation; ``timing.race``: GPU time).
+Its verdict, by the pick-without's time over the entry's (``gain``): **faster** (above
+1 + ``--margin``), **slower** (below 1 - ``--margin``: the entry costs its own problem time)
+or **tied**. The slower ones are raced again against the pick with every slower entry left
+out. One JSON line per race, then a summary; ``--write-kept`` writes the file without the
+slower entries (its other fields as they were). Dropping the tied ones too was tried: it
+replayed slower on every recorded sweep, an entry serving its neighbours as a candidate
+(docs/selector.md).
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--margin", type=float, default=0.02, help="the gain over the pick without it an entry must keep")
-    ap.add_argument("--write-kept", metavar="PATH", help="write the shipped file without the stale entries here")
+    ap.add_argument("--write-kept", metavar="PATH", help="write the shipped file without the slower entries here")
     ap.add_argument("--time-budget", type=float, default=float("inf"),
                     help="seconds after which no more entries are raced (those left are kept as they are)")
     args = ap.parse_args(argv)
@@ -109,22 +112,23 @@ def main(argv=None) -> int:
     rows: dict[int, dict] = {}
     failed = 0
     with open(args.out, "w") as f:
-        # Pass 1: each entry against the pick without it (and its twins). Pass 2: the stale
-        # entries again, against the pick with every stale entry left out, where that differs.
-        stale: set[int] = set()
+        # Pass 1: each entry against the pick without it (and its twins). Pass 2: the slower
+        # entries again, against the pick with every slower entry left out, where that differs.
+        slower: set[int] = set()
         for round_ in (1, 2):
-            todo = range(len(entries)) if round_ == 1 else sorted(stale)
+            todo = range(len(entries)) if round_ == 1 else sorted(slower)
             for i in todo:
                 if time.monotonic() - start > args.time_budget:
                     print(f"time budget spent: {len(rows)} of {len(entries)} entries raced", flush=True)
                     break
                 p = problems[i]
                 entry = KernelConfig.from_dict(entries[i]["config"])
-                without = pick_without(p, data, twins(i) | (stale if round_ == 2 else set()), shipped)
+                without = pick_without(p, data, twins(i) | (slower if round_ == 2 else set()), shipped)
                 if round_ == 2 and without == rows[i]["without_config"]:
                     continue
                 row = race_entry(p, entry, without, 3000 + i)
-                row["stale"] = without == entry or row["gain"] < 1 + args.margin
+                row["verdict"] = ("tied" if without == entry else "faster" if row["gain"] > 1 + args.margin
+                                  else "slower" if row["gain"] < 1 - args.margin else "tied")
                 row["round"] = round_
                 failed += not row["ok"]
                 rows[i] = row
@@ -132,15 +136,17 @@ def main(argv=None) -> int:
                 f.flush()
                 print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation} {p.layout}: entry {row['entry']} "
                       f"{row['entry_us']:.1f} µs, without it {row['without']} {row['without_us']:.1f} "
-                      f"({row['gain']:.3f}x), torch {row['torch_us']:.1f}{' STALE' if row['stale'] else ''}"
+                      f"({row['gain']:.3f}x), torch {row['torch_us']:.1f}: {row['verdict']}"
                       f"{'' if row['ok'] else ' WRONG'}{' (again)' if round_ == 2 else ''}", flush=True)
-            stale = {i for i, r in rows.items() if r["stale"]}
+            slower = {i for i, r in rows.items() if r["verdict"] == "slower"}
     gains = [r["gain"] for r in rows.values()]
     geo = math.exp(sum(map(math.log, gains)) / len(gains)) if gains else float("nan")
-    print(f"{len(gains)} entries: {len(stale)} stale (not {args.margin:.0%} faster than the pick without them); "
+    verdicts = [r["verdict"] for r in rows.values()]
+    print(f"{len(gains)} entries, against the pick without them (margin {args.margin:.0%}): "
+          f"{verdicts.count('faster')} faster, {verdicts.count('tied')} tied, {verdicts.count('slower')} slower; "
           f"pick-without / entry geomean {geo:.3f}; {failed} failed the check")
     if args.write_kept:
-        kept = dict(data, entries=[e for i, e in enumerate(entries) if i not in stale])
+        kept = dict(data, entries=[e for i, e in enumerate(entries) if i not in slower])
         Path(args.write_kept).write_text(json.dumps(kept, indent=2) + "\n")
     return 0 if failed == 0 else 1
 
