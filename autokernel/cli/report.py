@@ -38,6 +38,10 @@ def report(
     The markdown goes to stdout unless --output names a file."""
     from autokernel.report import SelectorReport, write_report
 
+    if not results.strip():
+        fail("RESULTS needs a file name: a results file of benchmarks/suite.py or benchmarks/select_sweep.py")
+    if classes is not None and not classes.strip():
+        fail("--classes needs a file name: a selector check of benchmarks/select_sweep.py")
     if output == "-":  # stdout, as the shell's convention has it
         output = None
     if output is not None and not output.strip():

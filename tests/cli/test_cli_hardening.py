@@ -173,6 +173,19 @@ def test_an_empty_path_is_an_error_not_the_working_directory(command, tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args, says", [
+    ([""], "RESULTS needs a file name"),
+    ([str(Path(__file__).resolve().parents[2] / "docs/runs/suite/h100_v8.jsonl"), "--classes", ""],
+     "--classes needs a file name"),
+])
+def test_report_s_empty_file_names_are_errors(args, says, capsys):
+    """report "" said "results file . is a directory"."""
+    code, out, err = _main(["report", *args], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and says in lines[0], err
+    assert out == ""
+
+
 def test_a_size_given_twice_is_one_problem():
     from autokernel.cli._common import problem_sizes
 
