@@ -4,6 +4,7 @@ nothing written that was there before."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 import signal
 
 import pytest
