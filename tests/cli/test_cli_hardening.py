@@ -4,8 +4,8 @@ nothing written that was there before."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 import signal
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
