@@ -1,6 +1,8 @@
 """Replay (CPU): matmul's pick on recorded sweeps with the shipped tuned file against the
-file without the entries race_entries.py found stale (race_entries_kept_h100.json), each
-pick's GPU time read from the sweep where it was measured.
+file without the 40 entries race_entries.py's first run found not 2 % faster than the pick
+without them (race_entries_kept_h100.json), each pick's GPU time read from the sweep where
+it was measured. The figures in docs/selector.md were read with the 58-entry shipped file of
+989422b (`git checkout 989422b -- autokernel/configs/nvidia-h100-80gb-hbm3.json` first).
 Usage: python3 docs/runs/select/replay_kept.py SWEEP.jsonl[.gz] ..."""
 KEPT = __file__.rsplit('/', 1)[0] + '/race_entries_kept_h100.json'
 import json, gzip, sys, math, collections, tempfile, shutil
