@@ -1,10 +1,12 @@
-"""Replay (CPU): matmul's pick on recorded sweeps with the shipped tuned file against the
-file without the 40 entries race_entries.py's first run found not 2 % faster than the pick
-without them (race_entries_kept_h100.json), each pick's GPU time read from the sweep where
-it was measured. The figures in docs/selector.md were read with the 58-entry shipped file of
-989422b (`git checkout 989422b -- autokernel/configs/nvidia-h100-80gb-hbm3.json` first).
-Usage: python3 docs/runs/select/replay_kept.py SWEEP.jsonl[.gz] ..."""
-KEPT = __file__.rsplit('/', 1)[0] + '/race_entries_kept_h100.json'
+"""Replay (CPU): matmul's pick on recorded sweeps with one tuned file (--shipped, default the
+package's) against another (--kept), each pick's GPU time read from the sweep where it was
+measured; picks that change to a config the sweep did not time are counted, not judged.
+    python3 docs/runs/select/replay_kept.py --shipped OLD.json --kept NEW.json SWEEP.jsonl[.gz] ...
+docs/selector.md's two replays, against the 58-entry file before any was dropped:
+    git show 989422b:autokernel/configs/nvidia-h100-80gb-hbm3.json > old.json
+    ... --shipped old.json --kept docs/runs/select/race_entries_kept_h100.json      (the 40 tied and slower dropped)
+    ... --shipped old.json --kept autokernel/configs/nvidia-h100-80gb-hbm3.json    (the 3 slower dropped)"""
+import argparse
 import json, gzip, sys, math, collections, tempfile, shutil
 from pathlib import Path
 import torch
@@ -23,10 +25,16 @@ def picks(problems, shipped_dir):
                  tma=api.tma_runs_for(p.m,p.n,p.k,p.torch_dtype,p.layout), layout=p.layout) for p in problems]
     finally:
         best.SHIPPED_DIR=orig; best.clear_cache()
-tmp=Path(tempfile.mkdtemp()); shutil.copy(KEPT, tmp/'nvidia-h100-80gb-hbm3.json'); (tmp/'selector').symlink_to(best.SHIPPED_DIR/'selector')
+ap=argparse.ArgumentParser(); ap.add_argument('--shipped'); ap.add_argument('--kept', required=True); ap.add_argument('sweeps', nargs='+')
+args=ap.parse_args()
+def as_dir(path):
+    d=Path(tempfile.mkdtemp()); shutil.copy(path, d/'nvidia-h100-80gb-hbm3.json'); (d/'selector').symlink_to(best.SHIPPED_DIR/'selector')
+    return d
+base=as_dir(args.shipped) if args.shipped else best.SHIPPED_DIR
+tmp=as_dir(args.kept)
 import autokernel.api as A
 A.tma_runs_for=lambda m,n,k,dt,layout: __import__('autokernel.select',fromlist=['x']).tma_aligned(m,n,k,dt,layout)
-for f in sys.argv[1:]:
+for f in args.sweeps:
     rows=[r for r in rd(f) if r.get('status')=='success' and r.get('gpu_ms')]
     by=collections.defaultdict(dict)
     for r in rows:
@@ -34,7 +42,7 @@ for f in sys.argv[1:]:
         if r.get('config'): by[key][json.dumps(r['config'],sort_keys=True)]=r
         else: by[key]['torch']=r
     probs=[Problem(*k) for k in by]
-    old=picks(probs, best.SHIPPED_DIR); new=picks(probs, tmp)
+    old=picks(probs, base); new=picks(probs, tmp)
     ch=[];miss=0; lo=ln=0; tot=[]
     for p,o,n,k in zip(probs,old,new,by):
         d=by[k]; ok=json.dumps(o.model_dump(),sort_keys=True); nk=json.dumps(n.model_dump(),sort_keys=True)
