@@ -41,9 +41,10 @@ _KNOWN = {f.lower() for f in FIELDS}
 
 
 def _known_columns(names, where: str) -> None:
-    """ValueError naming the columns that are not FIELDS: a misspelt column would be
-    ignored, and its values lost without a word."""
-    unknown = [str(k).strip() for k in names if str(k).strip().lower() not in _KNOWN]
+    """ValueError naming the columns that are not FIELDS (a misspelt column would be
+    ignored, and its values lost without a word); a column with no name (a trailing comma)
+    is left to the rows, which may leave it empty."""
+    unknown = [str(k).strip() for k in names if str(k).strip() and str(k).strip().lower() not in _KNOWN]
     if unknown:
         raise ValueError(f"{where}: unknown column{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(map(repr, unknown))} (known: {', '.join(FIELDS)})")
@@ -53,7 +54,9 @@ def _problem(row: dict, where: str) -> Problem:
     if None in row:  # csv.DictReader: more cells than the header names
         raise ValueError(f"{where}: more values than the header has columns")
     _known_columns(row, where)
-    fields = {str(k).strip().lower(): v for k, v in row.items()}
+    if any(not str(k).strip() and str(v or "").strip() for k, v in row.items()):  # "M,N,K," is fine, not a value there
+        raise ValueError(f"{where}: a value under a column with no name")
+    fields = {str(k).strip().lower(): v for k, v in row.items() if str(k).strip()}
     missing = [c for c in ("m", "n", "k") if fields.get(c) in (None, "")]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(c.upper() for c in missing)}")

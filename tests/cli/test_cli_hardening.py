@@ -151,6 +151,7 @@ def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     ("M,N,K,activaton\n64,64,64,relu\n", "header: unknown column 'activaton' (known: M, N, K, dtype,"),
     ("M,N,K\n64,64,64,relu\n", "line 2: more values than the header has columns"),
     ('[{"M": 64, "N": 64, "K": 64, "bais": true}]', "entry 1: unknown column 'bais'"),
+    ("M,N,K,\n64,64,64,relu\n", "line 2: a value under a column with no name"),
 ])
 def test_a_shapes_file_s_unknown_column_is_an_error_not_ignored(tmp_path, text, says):
     """A misspelt column (or a cell past the header) was dropped without a word: the
@@ -185,6 +186,15 @@ def test_report_s_empty_file_names_are_errors(args, says, capsys):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and says in lines[0], err
     assert out == ""
+
+
+def test_a_shapes_file_s_trailing_commas_are_no_column(tmp_path):
+    """A spreadsheet's export ends rows with a comma: an unnamed, empty column is no error."""
+    from autokernel.tuning.shapes import read_shapes
+
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K,dtype,\n48,64,80,bfloat16,\n")
+    assert [(p.m, p.n, p.k, p.dtype) for p in read_shapes(shapes)] == [(48, 64, 80, "bfloat16")]
 
 
 def test_a_size_given_twice_is_one_problem():
