@@ -367,8 +367,11 @@ def _parse_line(text: str) -> list[str] | None:
 
 def _numbers_valid(header: list[str], fields: list[str]) -> bool:
     """Whether every filled number cell parses and could have been written: integers
-    whole and within int64, times finite and positive (not-a-number reads as empty)."""
+    whole and within int64, times finite and positive (not-a-number reads as empty); and a
+    filled bias is true or false."""
     for name, value in zip(header, fields):
+        if name == "bias" and value not in ("", "True", "False", "true", "false"):
+            return False
         if value == "" or (name not in _INT_COLUMNS and name not in _FLOAT_COLUMNS):
             continue
         try:

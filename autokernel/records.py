@@ -462,6 +462,8 @@ class Recorded(Trial):
         are None), or None where its cells name no valid problem. ``configs`` memoizes the
         parse of each config text across rows."""
         value = {c: _cell_value(c, cells.get(c)) for c in HISTORY_COLUMNS}
+        if value["bias"] is None and cells.get("bias") not in (None, ""):  # "yes", "1": no bias we wrote
+            return None
         try:
             problem = Problem(value["M"], value["N"], value["K"], value["dtype"], value["activation"] or "none",
                               bool(value["bias"]), value["layout"] or "nn")

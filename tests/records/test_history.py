@@ -133,6 +133,23 @@ def test_a_size_with_a_fraction_is_no_size(tmp_path: Path) -> None:
     assert [(t.problem.m, t.ms) for t in trials] == [(64, 1.0), (16, 2.0)]
 
 
+def test_a_bias_cell_that_is_neither_true_nor_false_is_no_problem(tmp_path: Path) -> None:
+    """bias "yes" (a hand edit) was read as no bias: the row is skipped with its line named,
+    by both readers."""
+    path = tmp_path / "h.csv"
+    h = History(path)
+    h.append(_row(1.0))
+    with open(path, "a", newline="") as f:
+        row = _row(9.0)
+        row["bias"] = "yes"
+        csv.writer(f, lineterminator="\n").writerow(["" if row[c] is None else row[c] for c in COLUMNS])
+    with pytest.warns(RuntimeWarning, match=r"line\(s\) 3$"):
+        trials = h.trials()
+    assert [t.ms for t in trials] == [1.0]
+    with pytest.warns(RuntimeWarning, match=r"line\(s\) 3$"):
+        assert list(h.read()["ms"]) == [1.0]
+
+
 def test_append_refuses_a_foreign_file(tmp_path: Path) -> None:
     path = tmp_path / "h.csv"
     path.write_text("a,b,c\n1,2,3\n")
