@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from autokernel.records import (
+    BIAS_CELLS,
     FLOAT_COLUMNS,
     HISTORY_COLUMNS,
     HISTORY_SCHEMA,
@@ -370,7 +371,7 @@ def _numbers_valid(header: list[str], fields: list[str]) -> bool:
     whole and within int64, times finite and positive (not-a-number reads as empty); and a
     filled bias is true or false."""
     for name, value in zip(header, fields):
-        if name == "bias" and value not in ("", "True", "False", "true", "false"):
+        if name == "bias" and value and value not in BIAS_CELLS:
             return False
         if value == "" or (name not in _INT_COLUMNS and name not in _FLOAT_COLUMNS):
             continue
@@ -396,7 +397,7 @@ def _typed(df: "pd.DataFrame") -> "pd.DataFrame":
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     for c in _INT_COLUMNS:
         df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")  # _numbers_valid kept them within int64
-    df["bias"] = df["bias"].map({"True": True, "False": False, "true": True, "false": False}).astype("boolean")
+    df["bias"] = df["bias"].map(BIAS_CELLS).astype("boolean")
     text_cols = [c for c in COLUMNS if c not in _FLOAT_COLUMNS and c not in _INT_COLUMNS and c != "bias"]
     df[text_cols] = df[text_cols].astype(object)
     return df.reset_index(drop=True)

@@ -404,6 +404,8 @@ def time_error(value: object) -> str | None:
 PROBLEM_COLUMNS = ["M", "N", "K", "dtype", "activation", "bias", "layout"]
 """The columns that identify a problem."""
 INT_COLUMNS = ("generation", "M", "N", "K", "schema_version")
+BIAS_CELLS = {"True": True, "true": True, "False": False, "false": False}
+"""The bias cells a history holds (written as Python's True and False), and their values."""
 FLOAT_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "rel_error", "max_abs_diff", "gpu_ms")
 _MEASURED = {"kernel": "kernel", "ms": "ms", "ms_p20": "p20", "ms_p80": "p80", "tflops": "tflops",
              "rel_error": "rel_error", "max_abs_diff": "max_abs_diff", "timing": "timing", "error": "error",
@@ -499,7 +501,7 @@ def _cell_value(column: str, text: str | None) -> Any:
             return int(number) if math.isfinite(number) and number == int(number) else None
         return number
     if column == "bias":
-        return {"True": True, "true": True, "False": False, "false": False}.get(text)
+        return BIAS_CELLS.get(text)
     return text
 
 
