@@ -32,12 +32,10 @@ import torch
 
 from autokernel import api, best, matmul, runtime
 from autokernel.config import KernelConfig, default_config
-from autokernel.evaluate import reference, torch_function
 from autokernel.records import Problem
-from autokernel.timing import race
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from select_sweep import _call, input_sets  # noqa: E402
+from select_sweep import input_sets, race_checked  # noqa: E402
 
 
 def pick_without(p: Problem, data: dict, left_out, shipped: str):
@@ -61,29 +59,19 @@ def pick_without(p: Problem, data: dict, left_out, shipped: str):
 
 def race_entry(p: Problem, entry, without, seed: int) -> dict:
     """The entry's config, the pick without it and the default on problem ``p``, each checked
-    once against a float32 reference, raced side by side with torch: a row of the output."""
-    default = default_config(p.m, p.n, p.k, p.torch_dtype)
-    configs = {"entry": entry, "without": without, "default": default}
-    sets = input_sets(p, seed)
-    a0, b0, bias0, _ = sets[0]
-    ref = reference(a0, b0, bias0, p.activation)
-    errors = {}
-    for name, c in configs.items():
-        out = matmul(a0, b0, bias0, p.activation, config=c)
-        torch.cuda.synchronize()
-        errors[name] = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
-    fns = [_call(sets, lambda a, b, bias, out, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
-           for c in configs.values()]
-    if p.activation == "none" and not p.bias:
-        fns.append(_call(sets, lambda a, b, bias, out: torch.mm(a, b, out=out)))
-    else:
-        eager = torch_function(p)
-        fns.append(_call(sets, lambda a, b, bias, out: eager(a, b, bias)))
-    t_entry, t_without, t_default, t_torch = race(fns, rounds=10, segment_ms=1.0)
-    return {**p.to_dict(), "entry": entry.short(), "without": without.short(), "default": default.short(),
-            "entry_us": t_entry * 1e3, "without_us": t_without * 1e3, "default_us": t_default * 1e3,
-            "torch_us": t_torch * 1e3, "gain": t_without / t_entry, "rel_errors": errors,
-            "ok": all(v < 2e-2 for v in errors.values()), "without_config": without}
+    once against a float32 reference and raced side by side with torch (``race_checked``):
+    a row of the output."""
+    configs = {"entry": entry, "without": without, "default": default_config(p.m, p.n, p.k, p.torch_dtype)}
+    runs = {name: ({}, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
+            for name, c in configs.items()}
+    t_torch = race_checked(p, list(runs.values()), input_sets(p, seed))
+    rows = {name: row for name, (row, _) in runs.items()}
+    us = {name: row.get("gpu_ms", math.nan) * 1e3 for name, row in rows.items()}
+    return {**p.to_dict(), "entry": entry.short(), "without": without.short(), "default": configs["default"].short(),
+            "entry_us": us["entry"], "without_us": us["without"], "default_us": us["default"],
+            "torch_us": t_torch * 1e3, "gain": us["without"] / us["entry"],
+            "rel_errors": {name: row.get("rel_error") for name, row in rows.items()},
+            "ok": all(row["status"] == "success" for row in rows.values()), "without_config": without}
 
 
 def main(argv=None) -> int:

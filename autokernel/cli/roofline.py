@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from autokernel.cli._common import (
-    path_option,
     ActivationOpt,
     DtypeOpt,
     HistoryOpt,
@@ -24,6 +23,7 @@ from autokernel.cli._common import (
     console,
     fail,
     fmt,
+    path_option,
     print_json,
     print_table,
     problem_sizes,

@@ -17,7 +17,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from autokernel.cli._common import (
-    path_option,
     EXIT_FAILED,
     ActivationOpt,
     DtypeOpt,
@@ -37,6 +36,7 @@ from autokernel.cli._common import (
     history_store,
     matmul_config,
     note,
+    path_option,
     print_json,
     print_table,
     problem_sizes,
