@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
@@ -188,19 +189,38 @@ RACE_ROUNDS = 30
 RACE_SEGMENT_MS = 2.0
 
 
+_ORDER = random.Random()
+
+
+def _round_orders(k: int, rounds: int) -> list[list[int]]:
+    """The order in which each of ``rounds`` rounds runs ``k`` functions: a fresh random order
+    each even round, reversed in the odd round after it, so that over each pair every function
+    sits at the middle place on average and follows no fixed neighbour. Rounds each rotated
+    one place (the order before) kept a function near one place where the rounds are fewer
+    than the functions, and at the power cap a function's place moved its time: the same
+    kernel listed early and late in one race of 24 functions read 3-4 % slower late on two
+    3.9-TFLOP problems (geomean of six races, in each of two runs), 0.1 % with this order
+    (single races 0.976-1.028); no place moved it on problems of 0.55 TFLOP and less (H100,
+    docs/runs/timing/race_order_h100.jsonl)."""
+    orders = []
+    for r in range(rounds):
+        orders.append(_ORDER.sample(range(k), k) if r % 2 == 0 else orders[-1][::-1])
+    return orders
+
+
 def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
          segment_ms: float = RACE_SEGMENT_MS) -> list[float]:
     """GPU milliseconds per call of each of ``fns``, measured side by side (CUDA GPU only).
 
     Each function gets a CUDA graph of as many back-to-back calls as fill about
     ``segment_ms`` (estimated from a graph of four calls); then ``rounds`` rounds replay every graph
-    once between two events, each round starting one function later. A function's figure
-    is its summed replay time over its summed calls. One round lasts len(fns) x
-    ``segment_ms``, far less than the second or so over which the H100's SM clock swings
-    by ~15 % at its power cap (docs/tuning.md), so every function runs through the same
-    clock phases and their ratios hold where one timing after another would not. As in
-    gpu_time, no L2 flush runs between calls: let each fn cycle over input sets.
-    Exceptions from a function or a capture propagate.
+    once between two events, in a random order each even round and that order reversed in
+    the round after (``_round_orders``). A function's figure is its summed replay time over
+    its summed calls. One round lasts len(fns) x ``segment_ms``, far less than the second or
+    so over which the H100's SM clock swings by ~15 % at its power cap (docs/tuning.md), so
+    every function runs through the same clock phases and their ratios hold where one
+    timing after another would not. As in gpu_time, no L2 flush runs between calls: let each
+    fn cycle over input sets. Exceptions from a function or a capture propagate.
     """
     if runtime.INTERPRETER:
         raise RuntimeError("race needs a CUDA GPU; under the interpreter use time_fn")
@@ -235,9 +255,8 @@ def race(fns: Sequence[Callable[[], Any]], *, rounds: int = RACE_ROUNDS,
     k = len(graphs)
     marks = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
              for _ in range(rounds)]
-    for r in range(rounds):
-        for j in range(k):
-            i = (r + j) % k
+    for r, order in enumerate(_round_orders(k, rounds)):
+        for i in order:
             marks[r][i][0].record()
             graphs[i].replay()
             marks[r][i][1].record()
@@ -257,7 +276,7 @@ def wall_race(fns: Sequence[Callable[[], Any]], *, rounds: int = WALL_ROUNDS,
     calls (CUDA GPU only). Where the host takes longer per call than the GPU, the GPU
     waits and this exceeds the call's GPU time (race): the call is host-bound.
 
-    Each round times, per function and starting one function later each round, as many
+    Each round times, per function and in ``race``'s orders of the rounds, as many
     calls as fill about ``segment_ms`` between two synchronizations (the last call's GPU
     tail and the synchronization, a few µs, spread over them); a function's figure is its
     median over ``rounds`` rounds, so a stall of the host in one round does not move it.
@@ -280,9 +299,8 @@ def wall_race(fns: Sequence[Callable[[], Any]], *, rounds: int = WALL_ROUNDS,
         counts.append(max(8, min(5000, math.ceil(segment_ms / per_call_ms))))
     k = len(fns)
     per_round = [[0.0] * rounds for _ in range(k)]
-    for r in range(rounds):
-        for j in range(k):
-            i = (r + j) % k
+    for r, order in enumerate(_round_orders(k, rounds)):
+        for i in order:
             per_round[i][r] = segment_ms_per_call(fns[i], counts[i])
     return [sorted(times)[rounds // 2] for times in per_round]
 

@@ -34,9 +34,13 @@ def test_wall_race_needs_a_gpu():
 def test_wall_race_reads_host_time_per_call_side_by_side(monkeypatch):
     """Its bookkeeping, on a fake clock (the GPU's synchronization a no-op): functions that
     cost 0.2 and 0.6 ms per call read so, every function timed once per round (the
-    warm-up and estimate calls aside) with the round's first one rotating, and a stall of
-    the host in one round leaves the median alone."""
+    warm-up and estimate calls aside) in the rounds' orders of ``_round_orders``, and a
+    stall of the host in one round leaves the median alone."""
+    import random
     import types
+
+    monkeypatch.setattr(timing, "_ORDER", random.Random(7))
+    expected = [["fast", "slow"][i] for order in _orders_from(random.Random(7), 2, 5) for i in order]
 
     now = [0.0]
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
@@ -56,11 +60,44 @@ def test_wall_race_reads_host_time_per_call_side_by_side(monkeypatch):
     fast, slow = timing.wall_race([costing(0.2, "fast"), costing(0.6, "slow")], rounds=5, segment_ms=4.0)
     assert fast == pytest.approx(0.2) and slow == pytest.approx(0.6)
     assert stalled  # the stall happened and did not move slow's median
-    # Warm-up and estimate (fast, slow), then rounds fast slow | slow fast | fast slow |
-    # slow fast | fast slow: runs of one name merge across rounds into 8 (10 unrotated).
-    runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
-    assert runs == ["fast", "slow"] * 4
-    assert order.count("fast") == 9 + 5 * 20 and order.count("slow") == 9 + 5 * 8  # segments of ~4 ms, 8 at least
+    # Warm-up and estimate (fast 9 calls, slow 9), then per round a segment of each: 20
+    # calls of fast (~4 ms), 8 of slow (8 at least), in the rounds' orders.
+    assert order[:18] == ["fast"] * 9 + ["slow"] * 9
+    segments, rest = [], order[18:]
+    while rest:
+        size = 20 if rest[0] == "fast" else 8
+        assert rest[:size] == [rest[0]] * size
+        segments.append(rest[0])
+        rest = rest[size:]
+    assert segments == expected
+
+
+def _orders_from(rng, k: int, rounds: int) -> list[list[int]]:
+    """``timing._round_orders`` drawing from ``rng``."""
+    saved = timing._ORDER
+    timing._ORDER = rng
+    try:
+        return timing._round_orders(k, rounds)
+    finally:
+        timing._ORDER = saved
+
+
+@pytest.mark.parametrize("k, rounds", [(2, 5), (5, 10), (24, 10), (24, 11)])
+def test_round_orders_put_every_function_at_the_middle_place_on_average(k, rounds):
+    """Each round runs every function once; each odd round reverses the round before, so
+    over each pair every function's places sum to k - 1 (the rotation before left a function
+    near one place where the rounds were fewer than the functions); the even rounds are
+    drawn afresh."""
+    orders = timing._round_orders(k, rounds)
+    assert len(orders) == rounds
+    assert all(sorted(order) == list(range(k)) for order in orders)
+    for r in range(1, rounds, 2):
+        assert orders[r] == orders[r - 1][::-1]
+        for i in range(k):
+            assert orders[r - 1].index(i) + orders[r].index(i) == k - 1
+    if k == 24:  # 24! orders: two equal draws would be a broken generator, not chance
+        evens = [tuple(order) for order in orders[::2]]
+        assert len(set(evens)) == len(evens)
 
 
 @on_cpu
