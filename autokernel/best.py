@@ -307,25 +307,65 @@ def _exact_index(device: str, env: str | None) -> dict[tuple, tuple[str, KernelC
 
 
 @functools.lru_cache(maxsize=64)
-def _tuned_shapes(dtype: str, activation: str, device: str) -> tuple[tuple[float, float, float, KernelConfig, str], ...]:
-    """(log2 M, log2 N, log2 K, config, where) of every tuned entry of this dtype and
-    activation for ``device``, from ``$AUTOKERNEL_CONFIG`` and the shipped file."""
+def _tuned_shapes(dtype: str, activation: str, device: str) -> tuple[tuple, ...]:
+    """(log2 M, log2 N, log2 K, config, where, reordered) of every tuned entry of this dtype
+    and activation for ``device``, from ``$AUTOKERNEL_CONFIG`` and the shipped file;
+    ``reordered``: the config in the default's tile order where the entry's own order was
+    never chosen by timing (``reorderable``), else None."""
+    model = selector_model(device)
+    programs = model.programs if model is not None else None
     out = []
     for where, found in _sources(device):
         if found.for_device(device):
             label = _source(where)
             out += [(math.log2(max(e.M, 1)), math.log2(max(e.N, 1)), math.log2(max(e.K, 1)), e.config,
-                     f"{label}, {e.M}x{e.N}x{e.K}") for e in found.entries
-                    if e.dtype == dtype and e.activation == activation]
+                     f"{label}, {e.M}x{e.N}x{e.K}", reorderable(e.config, e.M, e.N, programs))
+                    for e in found.entries if e.dtype == dtype and e.activation == activation]
     return tuple(out)
+
+
+ENTRY_GROUP_M = 8
+"""The tile order (``group_m``) a tuned entry takes on other shapes where its own shape could
+not have chosen one: the default config's."""
+
+
+def reorderable(config: KernelConfig, m: int, n: int, programs: int | None) -> KernelConfig | None:
+    """``config`` (tuned for an M x N output) with ``ENTRY_GROUP_M`` where all its programs
+    ran at once on its own shape (at most ``programs``, the GPU's SMs): the order of its
+    tiles could not matter there, so its ``group_m`` is whichever the tuner met first. None
+    where the order was timed, or is the default's already. On the H100 every group_m = 1
+    entry of the shipped file was tuned on at most 132 tiles, and the 2048³ one (128x256
+    pointer tile, g1) ran 3.6-5.5 % behind the default where the selector took it for 3584³,
+    6144³ and 4096x8192x8192 (nn) and 8192x8192x4096 (tn) (docs/selector.md)."""
+    if programs is None or config.group_m == ENTRY_GROUP_M:
+        return None
+    if -(-m // config.block_m) * -(-n // config.block_n) * config.split_k > programs:
+        return None
+    return config.model_copy(update={"group_m": ENTRY_GROUP_M})
+
+
+def _as_candidate(m: int, n: int, config: KernelConfig, where: str, reordered: KernelConfig | None,
+                  programs: int | None) -> tuple[KernelConfig, str]:
+    """A tuned entry of another shape as a candidate for M x N: in the default's tile order
+    (``reorderable``) where the order matters here (at least ``ENTRY_GROUP_M`` rows of tiles,
+    more programs than SMs), else as tuned."""
+    if reordered is None or -(-m // config.block_m) < ENTRY_GROUP_M:
+        return config, where
+    if -(-m // config.block_m) * -(-n // config.block_n) * config.split_k <= programs:
+        return config, where
+    return reordered, f"{where}, g{ENTRY_GROUP_M}"
 
 
 def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) -> tuple[tuple[KernelConfig, str], ...]:
     """The tuned configs of other shapes within reach (``within_reach``) of the same dtype
-    and activation, each with where it came from: candidates for the selector."""
+    and activation, each with where it came from: candidates for the selector
+    (``_as_candidate``)."""
     lm, ln, lk = math.log2(max(m, 1)), math.log2(max(n, 1)), math.log2(max(k, 1))
     reach = MAX_RATIO_LOG2
-    return tuple((config, where) for em, en, ek, config, where in _tuned_shapes(dtype, activation, device)
+    model = selector_model(device)
+    programs = model.programs if model is not None else None
+    return tuple(_as_candidate(m, n, config, where, reordered, programs)
+                 for em, en, ek, config, where, reordered in _tuned_shapes(dtype, activation, device)
                  if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
 
 
@@ -448,16 +488,25 @@ def _nearby_fitted(m: int, n: int, k: int, dt: str, activation: str, device: str
     it came from where it was shrunk, left out where it cannot fit)."""
     lm, ln, lk = math.log2(max(m, 1)), math.log2(max(n, 1)), math.log2(max(k, 1))
     reach = MAX_RATIO_LOG2
-    return tuple((config, where) for em, en, ek, config, where in _tuned_fitted(dt, activation, device, dtype, limit, mode)
+    model = selector_model(device)
+    programs = model.programs if model is not None else None
+    return tuple(_as_candidate(m, n, config, where, reordered, programs)
+                 for em, en, ek, config, where, reordered in _tuned_fitted(dt, activation, device, dtype, limit, mode)
                  if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
 
 
 @functools.lru_cache(maxsize=64)
 def _tuned_fitted(dt: str, activation: str, device: str, dtype: torch.dtype, limit: int | None,
-                  mode: tuple) -> tuple[tuple[float, float, float, KernelConfig, str], ...]:
-    return tuple((em, en, ek, shrunk, where if shrunk is config else f"{where}, fitted")
-                 for em, en, ek, config, where in _tuned_shapes(dt, activation, device)
-                 if (shrunk := _fitted(config, dtype, limit, *mode)) is not None)
+                  mode: tuple) -> tuple[tuple, ...]:
+    out = []
+    for em, en, ek, config, where, reordered in _tuned_shapes(dt, activation, device):
+        shrunk = _fitted(config, dtype, limit, *mode)
+        if shrunk is None:
+            continue
+        if reordered is not None:
+            reordered = _fitted(reordered, dtype, limit, *mode)
+        out.append((em, en, ek, shrunk, where if shrunk is config else f"{where}, fitted", reordered))
+    return tuple(out)
 
 
 def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,

@@ -16,7 +16,7 @@ import torch
 
 from autokernel import api, best, runtime, select
 from autokernel.candidates import CANDIDATES
-from autokernel.config import default_config, fit_error
+from autokernel.config import KernelConfig, default_config, fit_error
 from autokernel.kernels.fit import fit_config
 from autokernel.kernels.matmul_tma import tail_cut, tma_operands
 from autokernel.records import Problem
@@ -236,3 +236,23 @@ def test_pick_overhead_benchmark_reports_both_figures():
     out = json.loads(proc.stdout)
     for key in ("pick", "plan"):
         assert out[key]["shapes"] == 12 and 0 < out[key]["median_us"] <= out[key]["p90_us"]
+
+
+def test_an_entry_tuned_on_one_wave_takes_the_default_tile_order_where_order_matters(h100):
+    g1 = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=1, num_warps=8, num_stages=3, variant="grouped")
+    # Tuned on 2048 x 2048 (128 tiles, every program at once on 132 SMs): its order was never timed.
+    reordered = best.reorderable(g1, 2048, 2048, 132)
+    assert reordered == g1.model_copy(update={"group_m": best.ENTRY_GROUP_M})
+    assert best.reorderable(g1, 4096, 4096, 132) is None  # 512 tiles: the order was timed
+    assert best.reorderable(reordered, 2048, 2048, 132) is None and best.reorderable(g1, 2048, 2048, None) is None
+    # As a candidate: reordered where the problem has several waves and enough rows of tiles
+    # for the order to matter, as tuned elsewhere.
+    assert best._as_candidate(6144, 6144, g1, "shipped, 2048x2048x2048", reordered, 132) == \
+        (reordered, "shipped, 2048x2048x2048, g8")
+    assert best._as_candidate(512, 16384, g1, "w", reordered, 132) == (g1, "w")  # 4 rows of tiles
+    assert best._as_candidate(1024, 2048, g1, "w", reordered, 132) == (g1, "w")  # 64 tiles, one wave
+    # The shipped 2048³ nn entry: exact on its own shape, reordered as a candidate at 6144³.
+    assert best.resolve(2048, 2048, 2048, torch.bfloat16, "none", False, h100, layout="nn")[0].group_m == 1
+    choice = best.choice(6144, 6144, 6144, torch.bfloat16, "none", False, h100, layout="nn")
+    entries = [s for s in choice.ranked if s.source.startswith("shipped, 2048x2048x2048")]
+    assert entries and all(s.config.group_m == best.ENTRY_GROUP_M and s.source.endswith(", g8") for s in entries)
