@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from filelock import FileLock
 
 import autokernel
 from autokernel import userfiles
@@ -273,7 +272,7 @@ class Cache:
                 return
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S):
+                with userfiles.file_lock(str(self.path) + ".lock").acquire(timeout=LOCK_TIMEOUT_S):
                     disk = self._read()
                     merged = {**disk, key.text(): entry}
                     userfiles.write_atomically(self.path, _dumps(self.head, merged))

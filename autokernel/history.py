@@ -34,7 +34,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
 
 from autokernel.records import (
     BIAS_CELLS,
@@ -51,6 +50,7 @@ from autokernel.records import (
     Trial,
     problem_columns,
 )
+from autokernel.userfiles import file_lock
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,7 +223,7 @@ class History:
         if not lines:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.lock_path), timeout=_LOCK_TIMEOUT_S):
+        with file_lock(self.lock_path).acquire(timeout=_LOCK_TIMEOUT_S):
             if self.path.is_file() and self.path.stat().st_size > 0:
                 with open(self.path, "rb") as f:
                     if self._check_header(f) == 1:

@@ -21,6 +21,8 @@ import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from filelock import FileLock
+
 NOT_MEASURING = ("cli", os.path.join("tuning", "strategies"))
 """Package folders whose code does not change what a reading measures (the rest of the
 package is fingerprinted: kernels, launch path, checks, timers, the worker)."""
@@ -124,3 +126,17 @@ def write_atomically(out: str | Path, text: str, *, newline: str | None = None) 
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def file_lock(path: str | os.PathLike) -> FileLock:
+    """The one lock object of this process for the lock file ``path``; take it with
+    ``with file_lock(path).acquire(timeout=...)``. Kept for the life of the process: a
+    FileLock dropped after each use is released once more by its finalizer when it is
+    collected, and a Ctrl-C that lands there is swallowed ("Exception ignored in
+    BaseFileLock.__del__"), so the run it was meant to stop goes on."""
+    return _file_lock(os.fspath(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _file_lock(path: str) -> FileLock:
+    return FileLock(path)

@@ -30,13 +30,12 @@ from pathlib import Path
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from filelock import FileLock
 
 from autokernel.history import RETIMED, is_retimed
 from autokernel.records import TIMINGS, KernelConfig, Problem, Trial, time_error
 from autokernel.tuning.protocols import EvaluatorBase
 from autokernel.tuning.worker import WORKER_LOST
-from autokernel.userfiles import cache_dir, code_fingerprint, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
+from autokernel.userfiles import cache_dir, code_fingerprint, file_lock, installed  # noqa: F401  (cache_dir: the tuner's callers read it here)
 
 # Light, for `autokernel cache`: torch and tuning.space (which imports it) are imported
 # inside the functions that use them.
@@ -163,7 +162,7 @@ class KeptStore:
         line = json.dumps({"key": key, "env": self.env, "at": at, "payload": payload}).encode() + b"\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(self.path) + ".lock"), self.path.open("ab+") as f:
+            with file_lock(str(self.path) + ".lock").acquire(), self.path.open("ab+") as f:
                 if f.seek(0, os.SEEK_END) > 0:
                     f.seek(-1, os.SEEK_END)
                     if f.read(1) != b"\n":  # a write cut short: end its line, or it swallows this one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gc
 import multiprocessing as mp
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autokernel import history
+from autokernel import history, userfiles
 from autokernel.config import KernelConfig
 from autokernel.history import COLUMNS, History, best_per_problem, make_row, new_run_id, resolve_history_path
 from autokernel.records import Problem
@@ -54,6 +55,26 @@ def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
     assert sorted(df["run_id"].value_counts().to_dict().items()) == [(f"w{w}", ROWS_PER_WORKER) for w in range(WORKERS)]
     for w in range(WORKERS):
         assert sorted(df.loc[df["run_id"] == f"w{w}", "generation"]) == list(range(ROWS_PER_WORKER))
+
+
+def test_appends_keep_one_lock_object_per_file(tmp_path: Path, monkeypatch) -> None:
+    """A FileLock dropped after each append is released again by its finalizer, where a
+    Ctrl-C that lands is swallowed and the run goes on: the process keeps one per file."""
+    made = []
+
+    class Counting(userfiles.FileLock):
+        def __init__(self, *args, **kwargs):
+            made.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(userfiles, "FileLock", Counting)
+    h = History(tmp_path / "h.csv")
+    for i in range(3):
+        h.append(_row(ms=1.0 + i))
+    gc.collect()
+    assert made == [str(h.lock_path)]
+    assert userfiles.file_lock(h.lock_path) is userfiles.file_lock(str(h.lock_path))
+    assert len(h.read()) == 3
 
 
 def test_round_trip_types(tmp_path: Path) -> None:
