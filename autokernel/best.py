@@ -308,18 +308,14 @@ def _exact_index(device: str, env: str | None) -> dict[tuple, tuple[str, KernelC
 
 @functools.lru_cache(maxsize=64)
 def _tuned_shapes(dtype: str, activation: str, device: str) -> tuple[tuple, ...]:
-    """(log2 M, log2 N, log2 K, config, where, reordered) of every tuned entry of this dtype
-    and activation for ``device``, from ``$AUTOKERNEL_CONFIG`` and the shipped file;
-    ``reordered``: the config in the default's tile order where the entry's own order was
-    never chosen by timing (``reorderable``), else None."""
-    model = selector_model(device)
-    programs = model.programs if model is not None else None
+    """(log2 M, log2 N, log2 K, config, where, (M, N)) of every tuned entry of this dtype
+    and activation for ``device``, from ``$AUTOKERNEL_CONFIG`` and the shipped file."""
     out = []
     for where, found in _sources(device):
         if found.for_device(device):
             label = _source(where)
             out += [(math.log2(max(e.M, 1)), math.log2(max(e.N, 1)), math.log2(max(e.K, 1)), e.config,
-                     f"{label}, {e.M}x{e.N}x{e.K}", reorderable(e.config, e.M, e.N, programs))
+                     f"{label}, {e.M}x{e.N}x{e.K}", (e.M, e.N))
                     for e in found.entries if e.dtype == dtype and e.activation == activation]
     return tuple(out)
 
@@ -344,16 +340,16 @@ def reorderable(config: KernelConfig, m: int, n: int, programs: int | None) -> K
     return config.model_copy(update={"group_m": ENTRY_GROUP_M})
 
 
-def _as_candidate(m: int, n: int, config: KernelConfig, where: str, reordered: KernelConfig | None,
+def _as_candidate(m: int, n: int, config: KernelConfig, where: str, home: tuple[int, int],
                   programs: int | None) -> tuple[KernelConfig, str]:
-    """A tuned entry of another shape as a candidate for M x N: in the default's tile order
-    (``reorderable``) where the order matters here (at least ``ENTRY_GROUP_M`` rows of tiles,
-    more programs than SMs), else as tuned."""
-    if reordered is None or -(-m // config.block_m) < ENTRY_GROUP_M:
+    """A tuned entry of another shape (its own output ``home``, M x N) as a candidate for
+    M x N: in the default's tile order (``reorderable``) where the order matters here (at
+    least ``ENTRY_GROUP_M`` rows of tiles, more programs than SMs), else as tuned."""
+    rows = -(-m // config.block_m)
+    if rows < ENTRY_GROUP_M or programs is None or rows * -(-n // config.block_n) * config.split_k <= programs:
         return config, where
-    if -(-m // config.block_m) * -(-n // config.block_n) * config.split_k <= programs:
-        return config, where
-    return reordered, f"{where}, g{ENTRY_GROUP_M}"
+    reordered = reorderable(config, *home, programs)
+    return (config, where) if reordered is None else (reordered, f"{where}, g{ENTRY_GROUP_M}")
 
 
 def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) -> tuple[tuple[KernelConfig, str], ...]:
@@ -364,8 +360,8 @@ def _nearby(m: int, n: int, k: int, dtype: str, activation: str, device: str) ->
     reach = MAX_RATIO_LOG2
     model = selector_model(device)
     programs = model.programs if model is not None else None
-    return tuple(_as_candidate(m, n, config, where, reordered, programs)
-                 for em, en, ek, config, where, reordered in _tuned_shapes(dtype, activation, device)
+    return tuple(_as_candidate(m, n, config, where, home, programs)
+                 for em, en, ek, config, where, home in _tuned_shapes(dtype, activation, device)
                  if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
 
 
@@ -463,7 +459,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
             allowed = (lambda c: True) if limit is None else (lambda c: fit_error(c, dtype, limit, tma, bias, store_z) is None)
         else:
             fits_key, allowed = None, fits
-        tuned = _nearby_fitted(m, n, k, dt, activation, device, dtype, limit, mode)
+        tuned = _nearby_fitted(m, n, k, dt, activation, device, dtype, limit, mode, model.programs)
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
                                fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout),
                                b_rows=select.b_row_major(layout))
@@ -483,30 +479,23 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
 
 
 def _nearby_fitted(m: int, n: int, k: int, dt: str, activation: str, device: str, dtype: torch.dtype,
-                   limit: int | None, mode: tuple) -> tuple[tuple[KernelConfig, str], ...]:
-    """``_nearby``, each entry fitted to the call's mode (``_fitted``; "fitted" added to where
-    it came from where it was shrunk, left out where it cannot fit)."""
+                   limit: int | None, mode: tuple, programs: int) -> tuple[tuple[KernelConfig, str], ...]:
+    """``_nearby`` for a selector model of ``programs`` SMs, each entry fitted to the call's
+    mode (``_fitted``; "fitted" added to where it came from where it was shrunk, left out
+    where it cannot fit)."""
     lm, ln, lk = math.log2(max(m, 1)), math.log2(max(n, 1)), math.log2(max(k, 1))
     reach = MAX_RATIO_LOG2
-    model = selector_model(device)
-    programs = model.programs if model is not None else None
-    return tuple(_as_candidate(m, n, config, where, reordered, programs)
-                 for em, en, ek, config, where, reordered in _tuned_fitted(dt, activation, device, dtype, limit, mode)
+    return tuple(_as_candidate(m, n, config, where, home, programs)
+                 for em, en, ek, config, where, home in _tuned_fitted(dt, activation, device, dtype, limit, mode)
                  if abs(em - lm) <= reach and abs(en - ln) <= reach and abs(ek - lk) <= reach)
 
 
 @functools.lru_cache(maxsize=64)
 def _tuned_fitted(dt: str, activation: str, device: str, dtype: torch.dtype, limit: int | None,
                   mode: tuple) -> tuple[tuple, ...]:
-    out = []
-    for em, en, ek, config, where, reordered in _tuned_shapes(dt, activation, device):
-        shrunk = _fitted(config, dtype, limit, *mode)
-        if shrunk is None:
-            continue
-        if reordered is not None:
-            reordered = _fitted(reordered, dtype, limit, *mode)
-        out.append((em, en, ek, shrunk, where if shrunk is config else f"{where}, fitted", reordered))
-    return tuple(out)
+    return tuple((em, en, ek, shrunk, where if shrunk is config else f"{where}, fitted", home)
+                 for em, en, ek, config, where, home in _tuned_shapes(dt, activation, device)
+                 if (shrunk := _fitted(config, dtype, limit, *mode)) is not None)
 
 
 def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,

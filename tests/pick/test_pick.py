@@ -247,10 +247,10 @@ def test_an_entry_tuned_on_one_wave_takes_the_default_tile_order_where_order_mat
     assert best.reorderable(reordered, 2048, 2048, 132) is None and best.reorderable(g1, 2048, 2048, None) is None
     # As a candidate: reordered where the problem has several waves and enough rows of tiles
     # for the order to matter, as tuned elsewhere.
-    assert best._as_candidate(6144, 6144, g1, "shipped, 2048x2048x2048", reordered, 132) == \
+    assert best._as_candidate(6144, 6144, g1, "shipped, 2048x2048x2048", (2048, 2048), 132) == \
         (reordered, "shipped, 2048x2048x2048, g8")
-    assert best._as_candidate(512, 16384, g1, "w", reordered, 132) == (g1, "w")  # 4 rows of tiles
-    assert best._as_candidate(1024, 2048, g1, "w", reordered, 132) == (g1, "w")  # 64 tiles, one wave
+    assert best._as_candidate(512, 16384, g1, "w", (2048, 2048), 132) == (g1, "w")  # 4 rows of tiles
+    assert best._as_candidate(1024, 2048, g1, "w", (2048, 2048), 132) == (g1, "w")  # 64 tiles, one wave
     # The shipped 2048³ nn entry: exact on its own shape, reordered as a candidate at 6144³.
     assert best.resolve(2048, 2048, 2048, torch.bfloat16, "none", False, h100, layout="nn")[0].group_m == 1
     choice = best.choice(6144, 6144, 6144, torch.bfloat16, "none", False, h100, layout="nn")
