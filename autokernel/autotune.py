@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-
 import autokernel
 from autokernel import userfiles
 from autokernel.records import KernelConfig  # the records load no torch

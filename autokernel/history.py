@@ -34,7 +34,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from autokernel.records import (
     BIAS_CELLS,
     FLOAT_COLUMNS,

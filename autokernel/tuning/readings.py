@@ -30,7 +30,6 @@ from pathlib import Path
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-
 from autokernel.history import RETIMED, is_retimed
 from autokernel.records import TIMINGS, KernelConfig, Problem, Trial, time_error
 from autokernel.tuning.protocols import EvaluatorBase
