@@ -336,7 +336,7 @@ def race_trials(problem: Problem, trials: Iterable[Trial], *, slope: float = LEA
 
 
 def _side_by_side(trials: Iterable[Trial], kernels: tuple[str, ...] = ("triton", *TORCH_KERNELS)) -> list[Trial] | None:
-    """The trials a side-by-side reading (race_trials, wall_trials, wall_training_trials)
+    """The trials a side-by-side reading (race_trials, wall_trials, the training readings)
     times: the successful ones of ``kernels`` (ours and torch's baselines); None where fewer
     than two or no GPU."""
     timed = [t for t in trials if t.ok and t.ms is not None and t.kernel in kernels]
@@ -564,14 +564,31 @@ def _training_step(problem: Problem, kernel: str, config: KernelConfig | None, s
     return step, make, (config if kernel == "triton_autograd" else None)
 
 
+def race_training_trials(problem: Problem, runs: Iterable[tuple[Trial, KernelConfig | None]], *,
+                         slope: float = LEAKY_SLOPE) -> bool:
+    """Give the successful training-step trials of ``problem`` their gpu_ms, GPU time per
+    step with no launch cost, from one side-by-side reading (timing.race: each step's
+    forward and backward captured in a CUDA graph, the graphs replayed in interleaved
+    rounds), in place. ``runs``: (trial, the ``config`` evaluate_linear_training was given).
+    False, with nothing changed, where fewer than two succeeded or there is no GPU; an error
+    (a step that cannot be captured) propagates, the trials unchanged."""
+    return _training_reading(problem, runs, race, "gpu_ms", slope)
+
+
 def wall_training_trials(problem: Problem, runs: Iterable[tuple[Trial, KernelConfig | None]], *,
                          slope: float = LEAKY_SLOPE) -> bool:
     """Give the successful training-step trials of ``problem`` their wall_ms, one step per
     call back to back with the host's work included (autograd, launches), from one
     side-by-side reading (timing.wall_race: rounds interleaved, each trial's median), in
-    place. ``runs``: (trial, the ``config`` evaluate_linear_training was given). False,
-    with nothing changed, where fewer than two succeeded or there is no GPU; an error
-    propagates, the trials unchanged."""
+    place. ``runs`` and the answer as race_training_trials."""
+    return _training_reading(problem, runs, wall_race, "wall_ms", slope)
+
+
+def _training_reading(problem: Problem, runs: Iterable[tuple[Trial, KernelConfig | None]], reader: Callable,
+                      field: str, slope: float) -> bool:
+    """One side-by-side reading (``reader``: race or wall_race) of the training steps of
+    ``runs``' successful trials, each step on one fixed input set, stored in each trial's
+    ``field``."""
     runs = list(runs)
     given = {id(t): c for t, c in runs}
     timed = _side_by_side([t for t, _ in runs], TRAINING_KERNELS)
@@ -581,8 +598,8 @@ def wall_training_trials(problem: Problem, runs: Iterable[tuple[Trial, KernelCon
     for trial in timed:
         step, make, _ = _training_step(problem, trial.kernel, given[id(trial)], None, slope)
         calls.append(functools.partial(step, *make(1)))
-    for trial, ms in zip(timed, wall_race(calls)):
-        trial.wall_ms = ms
+    for trial, ms in zip(timed, reader(calls)):
+        setattr(trial, field, ms)
     return True
 
 

@@ -129,11 +129,12 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
     against autokernel.linear (``config`` is the forward GEMM's). ``timer``: default time_fn.
     On a GPU a forward problem's two also get their GPU time per call (no launch cost) and
     their wall time per call (back to back, host included), each taken side by side
-    (evaluate.race_trials, evaluate.wall_trials); a training step's two their wall time per
-    step, side by side (evaluate.wall_training_trials); a reading that fails leaves its
-    time unmeasured, with a warning."""
+    (evaluate.race_trials, evaluate.wall_trials); a training step's two the same per step
+    (evaluate.race_training_trials, evaluate.wall_training_trials); a reading that fails
+    leaves its time unmeasured, with a warning."""
     from autokernel.evaluate import (
-        error_line, evaluate, evaluate_linear_training, evaluate_torch, race_trials, wall_training_trials, wall_trials,
+        error_line, evaluate, evaluate_linear_training, evaluate_torch, race_training_trials, race_trials,
+        wall_training_trials, wall_trials,
     )
     from autokernel.timing import time_fn
 
@@ -143,8 +144,13 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
         if backward:
             torch_trial = evaluate_linear_training(problem, "torch_autograd", timer=timer)
             triton_trial = evaluate_linear_training(problem, "triton_autograd", config, timer=timer)
+            runs = [(torch_trial, None), (triton_trial, config)]
             try:
-                wall_training_trials(problem, [(torch_trial, None), (triton_trial, config)])
+                race_training_trials(problem, runs)
+            except Exception as exc:  # the event times stand; the GPU time stays unmeasured
+                warn(f"{problem.label()}: GPU time per step not measured ({error_line(exc)})")
+            try:
+                wall_training_trials(problem, runs)
             except Exception as exc:  # the event times stand
                 warn(f"{problem.label()}: wall time per step not measured ({error_line(exc)})")
         else:
@@ -172,7 +178,7 @@ def _title(timer_desc: str, backward: bool) -> str:
         else "autokernel bench"
     if runtime.INTERPRETER:
         return f"{what} · triton interpreter (CPU) · {timer_desc} · not comparable with GPU timings"
-    gpu = "" if backward else " (GPU speedup: by GPU time, the two timed side by side)"
+    gpu = " (GPU speedup: by GPU time, the two timed side by side)"
     return f"{what} · {runtime.device_name()} · {timer_desc} · speedup = torch ms / triton ms{gpu}"
 
 
@@ -201,8 +207,9 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
                       fmt(k.max_abs_diff), verdict)
     if backward and any(r.triton.wall_ms is not None for r in results):
         table.caption = ("torch / triton ms: one step after an L2 flush, GPU events (median), one after the other. "
-                         "wall µs: steps back to back from Python (autograd and launches included), torch's and ours "
-                         "in interleaved rounds (median)")
+                         "GPU µs: steps replayed in CUDA graphs, torch's and ours in interleaved rounds, no launch "
+                         "cost. wall µs: steps back to back from Python (autograd and launches included), "
+                         "interleaved rounds (median)")
     if not backward and any(r.triton.wall_ms is not None for r in results):
         table.caption = ("torch / triton ms: one call after an L2 flush, GPU events (median). GPU µs: calls replayed "
                          "in CUDA graphs, no launch cost. wall µs: calls back to back from Python, host included; "

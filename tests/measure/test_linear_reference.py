@@ -46,36 +46,42 @@ def test_linear_reference_is_autograd_away_from_the_kink():
             torch.testing.assert_close(p, s)
 
 
-def test_training_steps_are_raced_side_by_side_for_their_wall_time(monkeypatch):
-    """bench --backward's wall reading: each trial's own step (ours with the config it was
-    checked with, torch's), one call each in one interleaved reading; none on the CPU."""
+@pytest.mark.parametrize("reading, reader, field", [("wall_training_trials", "wall_race", "wall_ms"),
+                                                     ("race_training_trials", "race", "gpu_ms")])
+def test_training_steps_are_timed_side_by_side(monkeypatch, reading, reader, field):
+    """bench --backward's wall and GPU readings: each trial's own step (ours with the config
+    it was checked with, torch's), one call each in one interleaved reading; none on the CPU."""
     from autokernel import evaluate
 
+    read = getattr(evaluate, reading)
     problem = Problem(8, 16, 32, "float16", "relu", bias=True)
     torch_trial = evaluate_linear_training(problem, "torch_autograd")
     ours = evaluate_linear_training(problem, "triton_autograd")
     assert torch_trial.ok and ours.ok, (torch_trial.error, ours.error)
     runs = [(torch_trial, None), (ours, None)]
     if runtime.INTERPRETER:
-        assert not evaluate.wall_training_trials(problem, runs)  # no wall reading
-        assert torch_trial.wall_ms is None and ours.wall_ms is None
+        assert not read(problem, runs)  # no reading
+        assert getattr(torch_trial, field) is None and getattr(ours, field) is None
     else:
-        assert evaluate.wall_training_trials(problem, runs)
-        assert torch_trial.wall_ms > 0 and ours.wall_ms > 0
-        torch_trial.wall_ms = ours.wall_ms = None
+        assert read(problem, runs)
+        assert getattr(torch_trial, field) > 0 and getattr(ours, field) > 0
+        setattr(torch_trial, field, None)
+        setattr(ours, field, None)
 
     raced = []
 
-    def fake_race(calls):
+    def fake_reader(calls):
         for call in calls:
             y, *grads = call()  # a whole step: the output and every gradient
             raced.append(len(grads))
         return [2.0, 1.5]
 
     monkeypatch.setattr(evaluate, "timing_label", lambda: evaluate.GPU)
-    monkeypatch.setattr(evaluate, "wall_race", fake_race)
-    assert evaluate.wall_training_trials(problem, runs)
-    assert raced == [3, 3] and (torch_trial.wall_ms, ours.wall_ms) == (2.0, 1.5)
+    monkeypatch.setattr(evaluate, reader, fake_reader)
+    assert read(problem, runs)
+    assert raced == [3, 3] and (getattr(torch_trial, field), getattr(ours, field)) == (2.0, 1.5)
+    other = "gpu_ms" if field == "wall_ms" else "wall_ms"
+    assert getattr(torch_trial, other) is None and getattr(ours, other) is None  # the other reading's untouched
     failed = evaluate_linear_training(Problem(8, 16, 32, "float16"), "triton_autograd")
     failed.status = "failed_correctness"
-    assert not evaluate.wall_training_trials(problem, [(torch_trial, None), (failed, None)])
+    assert not read(problem, [(torch_trial, None), (failed, None)])
