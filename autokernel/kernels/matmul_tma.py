@@ -343,7 +343,9 @@ def _matmul_tma_streamk_kernel(
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
             slot = tl.where(head, pid, head_slots + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
-            tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc, mask=k_first < k_last)
+            # The mask as a tile compare: a mask from scalars alone is refused by Triton 3.9's interpreter.
+            first = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32) + k_first
+            tl.store(ws_ptr + slot + offs_m[:, None] * BLOCK_N + offs_n[None, :], acc, mask=first < k_last)
     else:
         # Each tail tile cut into chunks = sk_progs / sk_tiles equal K ranges, one per
         # program: the programs of one chunk read the same K range at once.
