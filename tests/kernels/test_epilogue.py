@@ -154,4 +154,7 @@ def test_gradient_at_infinities_and_far_tails_as_torch_gives_it(act, device):
     fn(z).sum().backward()
     want = z.grad
     assert torch.equal(got.isnan(), want.isnan()), (got, want)
-    assert torch.allclose(got[~want.isnan()], want[~want.isnan()], rtol=1e-5, atol=1e-30), (got, want)
+    # On the GPU dX's float32 GEMM takes its operands in TF32 (10 mantissa bits): leaky_relu's
+    # slope, 0.01, is not exact there and comes back within 2^-10 of itself.
+    rtol = 2.0**-10 if device.type == "cuda" else 1e-5
+    assert torch.allclose(got[~want.isnan()], want[~want.isnan()], rtol=rtol, atol=1e-30), (got, want)
