@@ -215,6 +215,11 @@ def scratch_allocator(size: int, alignment: int, stream) -> torch.Tensor:
     return scratch_buffer(size, stream)
 
 
+FP_FUSION = {"enable_fp_fusion": True}
+"""The compile option every GPU launch passes: multiply-adds contracted to FMAs, as Triton
+<= 3.9 does by default."""
+
+
 class KernelLaunch:
     """``fn[grid](*tensors, *scalars, **constexprs, **options)``, replayable.
 
@@ -230,7 +235,9 @@ class KernelLaunch:
         self.fn = fn
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.scalars = scalars
-        self.kwargs = {**constexprs, **options}
+        # FP fusion (FMA contraction) asked for, not left to the default: Triton 3.9 warns
+        # that its default turns to off in 3.10, which would change the epilogues' rounding.
+        self.kwargs = {**constexprs, **options} if interpret else {**constexprs, **FP_FUSION, **options}
         if interpret:
             self.args_tail = ()
         else:
