@@ -209,7 +209,8 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
         table.caption = ("torch / triton ms: one step after an L2 flush, GPU events (median), one after the other. "
                          "GPU µs: steps replayed in CUDA graphs, torch's and ours in interleaved rounds, no launch "
                          "cost. wall µs: steps back to back from Python (autograd and launches included), "
-                         "interleaved rounds (median)")
+                         f"interleaved rounds (median); [yellow]*[/] where it exceeds the GPU time by over "
+                         f"{HOST_BOUND - 1:.0%}: host-bound")
     if not backward and any(r.triton.wall_ms is not None for r in results):
         table.caption = ("torch / triton ms: one call after an L2 flush, GPU events (median). GPU µs: calls replayed "
                          "in CUDA graphs, no launch cost. wall µs: calls back to back from Python, host included; "
