@@ -27,6 +27,10 @@ def explain(
         help="The GPU to explain for, by name (e.g. 'NVIDIA H100 80GB HBM3'); default: this machine's. "
              "Works without that GPU: the model is data.")] = None,
     top: Annotated[int, typer.Option(help="How many ranked configs to show.")] = 12,
+    backward: Annotated[bool, typer.Option(
+        "--backward", help="The three GEMMs of a training step of the linear layer X[M,K] W[N,K] as "
+                           "autokernel.linear runs them: the forward (nt, with the activation and bias), "
+                           "dX = dZ W (nn) and dW = dZ^T X (tn).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the configs the selector ranked for a problem, their predicted times, and why the
@@ -35,13 +39,14 @@ def explain(
     for the GPU (autokernel/configs/selector/); nothing is launched or timed."""
     import torch
 
-    from autokernel import best, runtime, select
-    from autokernel.kernels.matmul_tma import describe_tail
+    from autokernel import best, runtime
 
     if top < 1:
         fail(f"--top must be >= 1, got {top}")
     if device is not None and not device.strip():
         fail("--device is empty: name a GPU (e.g. h100), or leave --device out for this machine's")
+    if backward and layout != "nt":
+        fail("--backward explains nn.Linear's layout (nt): leave --layout out")
     with user_errors():
         problem = Problem(m, n, k, dtype, activation, bias, layout)
     if problem.torch_dtype == torch.float32:
@@ -54,41 +59,80 @@ def explain(
         matches = [p.stem for p in shipped if best.device_key(device) in p.stem]
         if best.device_key(device) not in [p.stem for p in shipped] and len(matches) == 1:
             name = matches[0]
+    gemms = _training_gemms(problem) if backward else [("", problem, False)]
+    found = [(what, gemm, _explained(gemm, name, store_z, top)) for what, gemm, store_z in gemms]
+    if json_out:
+        results = [{"gemm": what or None, **out} for what, _, out in found]
+        print_json(results if backward else results[0])
+        return
+    for what, gemm, out in found:
+        _render(what, gemm, name, out)
+
+
+def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
+    """(what, problem, whether it stores Z) of each GEMM of one training step of the linear
+    layer ``problem`` describes (X [M, K], W [N, K]), as autokernel.linear launches them: the
+    forward with the epilogue (storing the pre-activation Z where backward needs it), dX =
+    dZ W ([M, N] @ [N, K], both row-major) and dW = dZ^T X ([N, M], a transposed view, @ [M, K])."""
+    from autokernel.autograd import stores_preactivation
+    from autokernel.evaluate import LEAKY_SLOPE
+
+    m, n, k, dt = problem.m, problem.n, problem.k, problem.dtype
+    return [
+        ("forward Y = act(X W^T + b)", problem, stores_preactivation(problem.activation, LEAKY_SLOPE)),
+        ("dX = dZ W", Problem(m, k, n, dt, layout="nn"), False),
+        ("dW = dZ^T X", Problem(n, k, m, dt, layout="tn"), False),
+    ]
+
+
+def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
+    """What explain prints for one GEMM on the GPU ``name``: the pick, where it came from,
+    why, how a stream-K tail is cut (or None) and the top ``top`` of the ranking."""
+    from autokernel import best, select
+    from autokernel.kernels.matmul_tma import describe_tail
+
+    m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
     try:
-        found = best.pick(m, n, k, problem.torch_dtype, problem.activation, bias, layout, device=name, rank=True)
+        found = best.pick(m, n, k, problem.torch_dtype, problem.activation, problem.bias, layout, device=name,
+                          store_z=store_z, rank=True)
     except ConfigError as exc:
         fail(str(exc))
     if found.choice is None:
         fail(f"no selector model for {name}: autokernel.matmul takes a tuned entry for exactly the problem, "
              "else the default config there")
-    winner, source, reason, choice = found.config, found.source, found.reason, found.choice
-    ranked = choice.ranked[:top]
+    winner = found.config
     tail = None
     if winner.stream_k and select.kernel_kind(winner, select.tma_aligned(m, n, k, problem.torch_dtype, layout)) == "tma":
         tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
                              -(-k // winner.block_k))
-    if json_out:
-        print_json({"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": source,
-                    "reason": reason, "stream_k_tail": tail,
-                    "ranked": [{"config": s.config.model_dump(), "label": s.config.short(),
-                                                  "source": s.source, "predicted_us": s.predicted_us,
-                                                  "scored_as": s.scored_as.short() if s.scored_as else None}
-                                                 for s in ranked]})
-        return
-    table = Table(title=f"{escape(problem.label())} on {escape(name)}: predicted GPU time per call")
+    return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
+            "reason": found.reason, "stream_k_tail": tail,
+            "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
+                        "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None}
+                       for s in found.choice.ranked[:top]]}
+
+
+def _render(what: str, problem: Problem, name: str, out: dict) -> None:
+    """One GEMM's ranking as a table, then the pick and why."""
+    from autokernel.config import KernelConfig
+
+    winner = KernelConfig.from_dict(out["config"])
+    title = f"{escape(problem.label())} on {escape(name)}: predicted GPU time per call"
+    table = Table(title=f"{escape(what)}: {title}" if what else title)
     table.add_column("", no_wrap=True)
     table.add_column("config")
     table.add_column("from")
     table.add_column("predicted µs", justify="right")
     table.add_column("scored as")
-    for s in ranked:
-        table.add_row("→" if s.config == winner else "", escape(s.config.short()), escape(s.source),
-                      "-" if s.predicted_us is None else f"{s.predicted_us:.1f}",
-                      "" if s.scored_as in (None, s.config) else escape(s.scored_as.short()))
+    for s in out["ranked"]:
+        config = KernelConfig.from_dict(s["config"])
+        table.add_row("→" if config == winner else "", escape(s["label"]), escape(s["source"]),
+                      "-" if s["predicted_us"] is None else f"{s['predicted_us']:.1f}",
+                      "" if s["scored_as"] in (None, s["label"]) else escape(s["scored_as"]))
     print_table(table)
-    console.print(escape(f"picks {winner.short()} [{source}]: {reason}"), soft_wrap=True)
-    if tail:
-        console.print(escape(f"stream-K tail: {tail}"), soft_wrap=True)
+    console.print(escape(f"picks {winner.short()} [{out['source']}]: {out['reason']}"), soft_wrap=True)
+    if out["stream_k_tail"]:
+        console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

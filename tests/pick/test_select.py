@@ -312,3 +312,46 @@ def test_the_waves_of_heads_and_tails():
     assert select.streamk_waves(50, 132, 150, 0.0, 0.0, 128, 256, 1000, 2, head=0.4) == pytest.approx(0.4)
     # equal chunks: 10 tiles in 8 chunks
     assert select.streamk_waves(10, 132, 80, 0.0, 0.0, 128, 256, 1000, 2) == pytest.approx(1 / 8)
+
+
+def test_explain_backward_names_the_gemms_linear_launches(h100, monkeypatch):
+    """explain --backward: the three GEMMs a training step of autokernel.linear resolves a
+    config for (shapes, layouts, epilogue, whether the forward stores Z), each as explain
+    answers for one problem; a --layout other than nn.Linear's is refused."""
+    from autokernel import api, plans
+
+    m, n, k = 24, 40, 56
+    asked = []
+    real = best.resolved_config
+
+    def spy(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout):
+        asked.append((m_, n_, k_, activation, bias, store_z, layout))
+        return real(m_, n_, k_, dtype, activation, bias, torch.device("cpu"), store_z, tma, layout)
+
+    monkeypatch.setattr(best, "resolved_config", spy)
+    plans.clear_launch_cache()
+    x = torch.randn(m, k, dtype=torch.float16, requires_grad=True)
+    w = torch.randn(n, k, dtype=torch.float16, requires_grad=True)
+    b = torch.randn(n, dtype=torch.float16, requires_grad=True)
+    api.linear(x, w, b, "gelu").float().sum().backward()
+    plans.clear_launch_cache()
+    args = ["explain", "--m", str(m), "--n", str(n), "--k", str(k), "-a", "gelu", "--bias", "--device", "h100",
+            "--backward", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    explained = [(g["problem"]["m"], g["problem"]["n"], g["problem"]["k"], g["problem"]["activation"],
+                  g["problem"]["bias"], g["gemm"].startswith("forward"), g["problem"]["layout"]) for g in out]
+    assert sorted(explained) == sorted(asked), (explained, asked)  # gelu: the forward stores Z
+    for g in out:
+        p = g["problem"]
+        one = json.loads(CliRunner().invoke(app, ["explain", "--m", str(p["m"]), "--n", str(p["n"]), "--k", str(p["k"]),
+                                                  "-a", p["activation"], *(["--bias"] if p["bias"] else []),
+                                                  "--layout", p["layout"], "--device", "h100", "--json"]).stdout)
+        if g["gemm"].startswith("forward"):  # the forward stores Z, which explain of one problem does not ask
+            found = best.pick(m, n, k, torch.float16, "gelu", True, "nt", device=H100, store_z=True)
+            assert KernelConfig.from_dict(g["config"]) == found.config and g["source"] == found.source
+        else:
+            assert one["config"] == g["config"] and one["source"] == g["source"]
+    bad = CliRunner().invoke(app, [*args[:-1], "--layout", "nn"])
+    assert bad.exit_code == 2 and "--backward explains nn.Linear's layout" in bad.output
