@@ -628,6 +628,7 @@ SKINNY_MAX_ROWS = 256  # skinny: 64 < M <= 256
 LARGE_MIN_FLOP = 1e11  # mid: M > 256 and 2MNK <= 1e11 (100 GFLOP); large: M > 256 and above
 SELECTOR_CLASSES = ("decode", "skinny", "mid", "large")
 SELECTOR_WORST = 30  # the problems listed, worst first
+SLOWER_THAN_DEFAULT = 0.98  # default/pick below this: a pick listed as slower than the default
 SELECTOR_RATIOS: dict[str, tuple[str, str]] = {
     "torch/pick": ("torch", "pick"), "torch/default": ("torch", "default"),
     "torch/previous": ("torch", "previous"), "torch/best": ("torch", "best"), "pick/best": ("best", "pick")}
@@ -807,5 +808,22 @@ def selector_report(rows: list[dict], source: str, worst: int = SELECTOR_WORST) 
                  [[str(j), p.problem.label(), problem_class(p.problem), p.label("pick"), p.label("best"),
                    _fmt_ratio(p.ratio("torch/pick")), _fmt_ratio(p.ratio("torch/best")),
                    _fmt_ratio(p.ratio("pick/best"))] for j, p in enumerate(shown, 1)], 5)
+    md += ["", *_slower_than_default(problems)]
     md.append("")
     return "\n".join(md)
+
+
+def _slower_than_default(problems: list[SelectorProblem]) -> list[str]:
+    """The section that lists the problems whose pick ran more than 2 % slower than the
+    default config (default/pick below SLOWER_THAN_DEFAULT), slowest first."""
+    both = [(p, p.ms("default") / p.ms("pick")) for p in problems
+            if p.ms("default") is not None and p.ms("pick") is not None]
+    slower = sorted(((p, r) for p, r in both if r < SLOWER_THAN_DEFAULT), key=lambda pr: pr[1])
+    md = [f"## Picks more than {1 - SLOWER_THAN_DEFAULT:.0%} slower than the default", ""]
+    if not slower:
+        return md + [f"None of the {len(both)} problems where both were measured.", ""]
+    md += [f"{len(slower)} of the {len(both)} problems where both were measured; default/pick is the "
+           "default's time over the pick's.", ""]
+    return md + _table(["#", "problem", "class", "pick", "default", "default/pick"],
+                       [[str(j), p.problem.label(), problem_class(p.problem), p.label("pick"), p.label("default"),
+                         _fmt_ratio(r)] for j, (p, r) in enumerate(slower, 1)], 5)

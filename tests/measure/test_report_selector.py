@@ -103,6 +103,27 @@ def test_problems_worst_first_with_the_pick_and_the_best():
     assert len(listing(short)) == 2 and "The worst 2 of 5" in short
 
 
+def slower_listing(md: str) -> list[list[str]]:
+    section = md.split("## Picks more than 2% slower than the default", 1)[1]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ")][1:]
+
+
+def test_picks_slower_than_the_default_are_listed_slowest_first():
+    assert "None of the 5 problems where both were measured." in selector_report(check_rows(), "check.jsonl")
+    check = dict(CHECK)
+    check[SKINNY] = [("cublas", [], 0.8), ("a", ["pick", "previous"], 1.0), ("b", ["default"], 0.9)]  # 0.9
+    check[LARGE] = [("cublas", [], 3.0), ("a", ["pick"], 4.0), ("b", ["default", "previous"], 3.96)]  # 0.99: within
+    check[MID] = [("cublas", [], 1.0), ("a", ["pick"], 1.0), ("b", ["default"], 0.95)]  # 0.95
+    md = selector_report(check_rows(check), "check.jsonl")
+    rows = slower_listing(md)
+    assert [(r[1], r[3], r[4], r[5]) for r in rows] == [(SKINNY.label(), "a", "b", "0.900"),
+                                                         (MID.label(), "a", "b", "0.950")]
+    assert "2 of the 5 problems where both were measured" in md
+    check[DEC16] = [("cublas", [], 1.0), ("a", ["pick"], None), ("b", ["default"], 0.5)]  # the pick failed
+    assert "2 of the 4 problems where both were measured" in selector_report(check_rows(check), "check.jsonl")
+
+
 def test_a_problem_without_a_measured_pick_leads_the_list():
     check = dict(CHECK)
     check[DEC16] = [("cublas", [], 1.0), ("a", ["default", "pick"], None), ("b", ["previous"], 1.0)]
