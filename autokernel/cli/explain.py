@@ -125,8 +125,7 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     table.add_column("predicted µs", justify="right")
     table.add_column("scored as")
     for s in out["ranked"]:
-        config = KernelConfig.from_dict(s["config"])
-        table.add_row("→" if config == winner else "", escape(s["label"]), escape(s["source"]),
+        table.add_row("→" if s["config"] == out["config"] else "", escape(s["label"]), escape(s["source"]),
                       "-" if s["predicted_us"] is None else f"{s['predicted_us']:.1f}",
                       "" if s["scored_as"] in (None, s["label"]) else escape(s["scored_as"]))
     print_table(table)
