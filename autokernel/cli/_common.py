@@ -283,6 +283,41 @@ def note(message: str) -> None:
     err_console.print(f"[dim]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+HOST_BOUND = 1.10
+"""Wall time over GPU time per call past which a call counts as host-bound."""
+
+
+def host_bound(trial: Any) -> bool | None:
+    """Whether ``trial``'s calls back to back take longer than its GPU time per call by more
+    than HOST_BOUND (the host's launch path is then what the loop waits on); None where
+    either was not measured."""
+    if trial.wall_ms is None or trial.gpu_ms is None:
+        return None
+    return trial.wall_ms > HOST_BOUND * trial.gpu_ms
+
+
+def wall_cell(trials: Any) -> str:
+    """The trials' wall µs per call, " / "-joined, each marked * where host-bound; "-" unless
+    every one was measured."""
+    if any(t.wall_ms is None for t in trials):
+        return "-"
+    return " / ".join(f"{t.wall_ms * 1e3:.1f}" + ("[yellow]*[/]" if host_bound(t) else "") for t in trials)
+
+
+def read_side_by_side(problem: Any, trials: list[Any]) -> None:
+    """Give a forward problem's successful trials (ours and torch's baselines) their GPU time
+    per call and their wall time per call, each from one reading of them all side by side
+    (evaluate.race_trials, evaluate.wall_trials; on a GPU only). A reading that fails
+    leaves its time unmeasured, with one warning: the event times stand."""
+    from autokernel import evaluate
+
+    for what, reader in (("GPU time", evaluate.race_trials), ("wall time per call", evaluate.wall_trials)):
+        try:
+            reader(problem, trials)
+        except Exception as exc:
+            warn(f"{problem.label()}: {what} not measured ({evaluate.error_line(exc)})")
+
+
 def history_store(path: str | None, *, append: bool = True) -> History:
     """The History (--history, else $AUTOKERNEL_HISTORY, else results/history.csv); with
     ``append``, checked now that rows can be appended to it, before any work is done."""

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from autokernel.cli._common import (
     EXIT_FAILED,
+    HOST_BOUND,
     ActivationOpt,
     BestOpt,
     ConfigOpt,
@@ -35,6 +36,7 @@ from autokernel.cli._common import (
     fail,
     fmt,
     history_store,
+    host_bound,
     load_best,
     matmul_config,
     measured_problems,
@@ -42,9 +44,11 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    read_side_by_side,
     start_run,
     trial_timer,
     user_errors,
+    wall_cell,
     warn,
     check_interpreter_budget,
     ForceOpt,
@@ -133,8 +137,7 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
     (evaluate.race_training_trials, evaluate.wall_training_trials); a reading that fails
     leaves its time unmeasured, with a warning."""
     from autokernel.evaluate import (
-        error_line, evaluate, evaluate_linear_training, evaluate_torch, race_training_trials, race_trials,
-        wall_training_trials, wall_trials,
+        error_line, evaluate, evaluate_linear_training, evaluate_torch, race_training_trials, wall_training_trials,
     )
     from autokernel.timing import time_fn
 
@@ -156,14 +159,7 @@ def run_bench(problems: list[Problem], configs: list[tuple[KernelConfig | None, 
         else:
             torch_trial = evaluate_torch(problem, "torch", timer=timer)
             triton_trial = evaluate(problem, config, timer=timer)
-            try:
-                race_trials(problem, [torch_trial, triton_trial])
-            except Exception as exc:  # the event times stand; the GPU time stays unmeasured
-                warn(f"{problem.label()}: GPU time not measured ({error_line(exc)})")
-            try:
-                wall_trials(problem, [torch_trial, triton_trial])
-            except Exception as exc:
-                warn(f"{problem.label()}: wall time per call not measured ({error_line(exc)})")
+            read_side_by_side(problem, [torch_trial, triton_trial])
         result = BenchResult(problem, torch_trial, triton_trial, source)
         if on_result is not None:
             on_result(result)
@@ -203,7 +199,7 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
         gpu = f"{t.gpu_ms * 1e3:.1f} / {k.gpu_ms * 1e3:.1f}" if r.gpu_speedup else "-"
         table.add_row(r.problem.label(), config, fmt(t.ms), fmt(t.tflops, 1), spread, fmt(k.tflops, 1),
                       f"{r.speedup:.2f}x" if r.speedup else "-", gpu,
-                      f"{r.gpu_speedup:.2f}x" if r.gpu_speedup else "-", _wall_cell(t, k),
+                      f"{r.gpu_speedup:.2f}x" if r.gpu_speedup else "-", wall_cell((t, k)),
                       fmt(k.max_abs_diff), verdict)
     if backward and any(r.triton.wall_ms is not None for r in results):
         table.caption = ("torch / triton ms: one step after an L2 flush, GPU events (median), one after the other. "
@@ -216,24 +212,6 @@ def render(results: list[BenchResult], timer_desc: str, backward: bool = False) 
                          "in CUDA graphs, no launch cost. wall µs: calls back to back from Python, host included; "
                          f"[yellow]*[/] where it exceeds the GPU time by over {HOST_BOUND - 1:.0%}: host-bound")
     print_table(table)
-
-
-HOST_BOUND = 1.10  # wall over GPU time per call past which a call counts as host-bound
-
-
-def host_bound(trial: Trial) -> bool | None:
-    """Whether ``trial``'s calls back to back take longer than its GPU time per call by more
-    than HOST_BOUND (the host's launch path is then what the loop waits on); None where
-    either was not measured."""
-    if trial.wall_ms is None or trial.gpu_ms is None:
-        return None
-    return trial.wall_ms > HOST_BOUND * trial.gpu_ms
-
-
-def _wall_cell(t: Trial, k: Trial) -> str:
-    if t.wall_ms is None or k.wall_ms is None:
-        return "-"
-    return " / ".join(f"{x.wall_ms * 1e3:.1f}" + ("[yellow]*[/]" if host_bound(x) else "") for x in (t, k))
 
 
 def write_csv(path: str | Path, results: list[BenchResult]) -> None:

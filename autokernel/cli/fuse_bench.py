@@ -11,6 +11,7 @@ from rich.table import Table
 
 from autokernel.cli._common import (
     EXIT_FAILED,
+    HOST_BOUND,
     ActivationOpt,
     BestOpt,
     DtypeOpt,
@@ -33,9 +34,11 @@ from autokernel.cli._common import (
     print_json,
     print_table,
     problem_sizes,
+    read_side_by_side,
     start_run,
     trial_timer,
     user_errors,
+    wall_cell,
     warn,
     ForceOpt,
     check_interpreter_budget,
@@ -69,6 +72,7 @@ class FuseRow:
     trial: Trial
     extra_bytes: int | None
     speedup: float | None = None
+    gpu_speedup: float | None = None
 
     @property
     def gbps(self) -> float | None:
@@ -79,7 +83,8 @@ class FuseRow:
 
     def to_dict(self) -> dict:
         return {"name": self.name, **self.trial.to_dict(), "gbps": self.gbps,
-                "speedup_vs_eager": self.speedup, "extra_bytes": self.extra_bytes}
+                "speedup_vs_eager": self.speedup, "gpu_speedup_vs_eager": self.gpu_speedup,
+                "extra_bytes": self.extra_bytes}
 
 
 def unfused_bytes(problem: Problem) -> int:
@@ -92,7 +97,9 @@ def run_fuse_bench(problem: Problem, *, compile_: bool, picked: tuple[KernelConf
                    timer=None) -> list[FuseRow]:
     """Every implementation of ``problem`` in one run; speedups are against eager. ``picked``:
     the (config, source) autokernel.matmul runs; ``tuned``: --best's config, or None.
-    ``timer``: default time_fn."""
+    ``timer``: default time_fn. On a GPU every implementation also gets its GPU time and its
+    wall time per call, all of them timed side by side (read_side_by_side), and its speedup
+    over eager by GPU time."""
     from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch
     from autokernel.timing import time_fn
 
@@ -106,10 +113,13 @@ def run_fuse_bench(problem: Problem, *, compile_: bool, picked: tuple[KernelConf
     rows.append(FuseRow(source, evaluate(problem, config, timer=timer), 0))
     if tuned is not None:
         rows.append(FuseRow("tuned", evaluate(problem, tuned, timer=timer), 0))
-    eager_ms = rows[0].trial.ms
+    read_side_by_side(problem, [row.trial for row in rows])
+    eager = rows[0].trial
     for row in rows:
-        if eager_ms is not None and row.trial.ms:
-            row.speedup = eager_ms / row.trial.ms
+        if eager.ms is not None and row.trial.ms:
+            row.speedup = eager.ms / row.trial.ms
+        if eager.gpu_ms is not None and row.trial.gpu_ms:
+            row.gpu_speedup = eager.gpu_ms / row.trial.gpu_ms
     return rows
 
 
@@ -136,23 +146,34 @@ def render(results: list[tuple[Problem, list[FuseRow]]], timer_desc: str) -> Non
     from autokernel import runtime
 
     where = "triton interpreter (CPU), not comparable with GPU timings" if runtime.INTERPRETER else runtime.device_name()
-    table = Table(title=f"autokernel fuse-bench · {where} · {timer_desc} · speedup vs eager")
-    for name, justify in [("problem", "left"), ("implementation", "left"), ("ms", "right"), ("TFLOP/s", "right"),
-                          ("GB/s", "right"), ("speedup", "right"), ("extra MB", "right"), ("max |Δ|", "right"),
-                          ("result", "left")]:
+    gpu = any(row.gpu_speedup for _, rows in results for row in rows)
+    table = Table(title=f"autokernel fuse-bench · {where} · {timer_desc} · speedup vs eager"
+                        + (" (GPU speedup: by GPU time, all timed side by side)" if gpu else ""))
+    columns = [("problem", "left"), ("implementation", "left"), ("ms", "right"), ("TFLOP/s", "right"),
+               ("GB/s", "right"), ("speedup", "right")]
+    if gpu:
+        columns += [("GPU µs", "right"), ("GPU speedup", "right"), ("wall µs", "right")]
+    for name, justify in [*columns, ("extra MB", "right"), ("max |Δ|", "right"), ("result", "left")]:
         table.add_column(name, justify=justify)
     for problem, rows in results:
         for i, row in enumerate(rows):
             t = row.trial
             verdict = "[green]pass[/]" if t.ok else f"[red]{t.status}[/] {escape(t.error or '')}"
-            table.add_row(problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
-                          fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-",
-                          _megabytes(row.extra_bytes), fmt(t.max_abs_diff),
-                          verdict)
+            cells = [problem.label() if i == 0 else "", _label(row), fmt(t.ms), fmt(t.tflops, 1),
+                     fmt(row.gbps, 0), f"{row.speedup:.2f}x" if row.speedup else "-"]
+            if gpu:
+                cells += [f"{t.gpu_ms * 1e3:.1f}" if t.gpu_ms else "-",
+                          f"{row.gpu_speedup:.2f}x" if row.gpu_speedup else "-", wall_cell((t,))]
+            table.add_row(*cells, _megabytes(row.extra_bytes), fmt(t.max_abs_diff), verdict)
         table.add_section()
     print_table(table)
     console.print("extra MB: bytes the unfused path writes and re-reads for its separate activation pass "
                   "(2·M·N·elem); GB/s: the problem's fewest bytes over the time.")
+    if gpu:
+        console.print("ms: one call after an L2 flush, GPU events (median), one implementation after the other. "
+                      "GPU µs: calls replayed in CUDA graphs, every implementation in interleaved rounds, no "
+                      "launch cost. wall µs: calls back to back from Python, host included; [yellow]*[/] where "
+                      f"it exceeds the GPU time by over {HOST_BOUND - 1:.0%}: host-bound.")
 
 
 def fuse_bench(

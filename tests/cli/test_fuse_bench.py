@@ -70,3 +70,53 @@ def test_bad_input_is_one_line_and_no_history(hist, args, needle):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.output
     assert result.stdout == "" and not hist.exists()
+
+
+def test_gpu_time_side_by_side_for_every_implementation(hist, tmp_path, monkeypatch):
+    """On a GPU every implementation of a problem gets its GPU and wall time from one reading
+    of them all (here faked: the interpreter has none), and its speedup over eager by GPU
+    time; JSON, the table and the history carry them. A reading that fails leaves its time
+    unmeasured with one warning, and the run still succeeds."""
+    import autokernel.evaluate as ev
+
+    raced = []
+    gpu = {"torch": 0.03, "cublaslt": 0.024, "triton": 0.02}
+
+    def race_trials(problem, trials):
+        raced.append([t.kernel for t in trials])
+        for t in trials:
+            t.gpu_ms = gpu[t.kernel]
+        return True
+
+    def wall_trials(problem, trials):
+        for t in trials:
+            t.wall_ms = gpu[t.kernel] * (2 if t.kernel == "torch" else 1.05)  # eager's calls host-bound
+        return True
+
+    monkeypatch.setattr(ev, "race_trials", race_trials)
+    monkeypatch.setattr(ev, "wall_trials", wall_trials)
+    result = runner.invoke(app, ["fuse-bench", "--interpret", "--json", "-s", "16", "-a", "relu", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert raced == [["torch", "cublaslt", "triton"]]  # one reading of all three
+    assert [r["name"] for r in rows] == ["eager", "cublaslt", "default"]
+    assert [r["gpu_speedup_vs_eager"] for r in rows] == pytest.approx([1.0, 1.25, 1.5])
+    assert [r["gpu_ms"] for r in rows] == [0.03, 0.024, 0.02] and rows[0]["wall_ms"] == pytest.approx(0.06)
+    assert History(hist).read()["gpu_ms"].tolist() == [0.03, 0.024, 0.02]
+    shown = runner.invoke(app, ["fuse-bench", "--interpret", "-s", "16", "-a", "relu", "--repeat", "1"])
+    assert shown.exit_code == 0, shown.output
+    assert "GPU speedup" in shown.stdout and "1.50x" in shown.stdout and "1.25x" in shown.stdout
+    assert "60.0*" in shown.stdout and "21.0" in shown.stdout and "host-bound" in shown.stdout
+
+    def broken(problem, trials):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(ev, "race_trials", broken)
+    result = runner.invoke(app, ["fuse-bench", "--interpret", "--json", "-s", "16", "-a", "relu", "--repeat", "1"])
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    assert all(r["gpu_speedup_vs_eager"] is None and r["gpu_ms"] is None for r in rows)
+    assert rows[2]["wall_ms"] == pytest.approx(0.021)  # the other reading stands
+    assert "16x16x16 float16 bias relu: GPU time not measured (RuntimeError: capture failed)" in result.stderr
+    shown = runner.invoke(app, ["fuse-bench", "--interpret", "-s", "16", "-a", "relu", "--repeat", "1"])
+    assert "GPU speedup" not in shown.stdout  # no GPU time: no GPU columns
