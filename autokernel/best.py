@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from autokernel import runtime, select
+from autokernel import gpus, runtime, select
 from autokernel.config import ConfigError, KernelConfig, check_fits, default_config, fit_error, one_line
 from autokernel.kernels.fit import fit_config
 from autokernel.records import LAYOUTS, normalize_activation, parse_dtype
@@ -268,9 +268,33 @@ def _model_cached(path: Path) -> "select.Model":
 def selector_model(device: str) -> "select.Model | None":
     """The selector's fitted model for ``device`` (a device name): the file named by
     ``$AUTOKERNEL_SELECTOR``, else the one shipped for the GPU
-    (``autokernel/configs/selector/<device_key>.json``); None where neither is for it.
+    (``autokernel/configs/selector/<device_key>.json``), else a shipped model carried to it
+    from a GPU of the same architecture (``sibling_model``); None where none is for it.
     Looked up once per device and value of the variable (``clear_cache`` forgets it)."""
     return _selector_model(device, os.environ.get(SELECTOR_ENV) or None)
+
+
+def sibling_model(device: str) -> "select.Model | None":
+    """A shipped model carried to ``device``, a GPU no model was fitted for, from one of the
+    same architecture (the datasheet table, ``gpus``): its SM count (this machine's where
+    ``device`` is its GPU), its DRAM bandwidth and its tensor throughput per SM against the
+    fitted GPU's (``select.carried``). None where the datasheet does not know the GPU or no
+    shipped model is of its architecture. An H200 takes the H100's model with 1.43x its
+    DRAM bandwidth: the same SMs at the same clocks."""
+    spec = gpus.detect_gpu(device)
+    if spec is None or spec.arch is None or spec.sms is None:
+        return None
+    programs = spec.sms
+    if not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device:
+        programs = runtime.sm_count()
+    for path in sorted((SHIPPED_DIR / "selector").glob("*.json")):
+        model = _model_cached(path)
+        fitted = gpus.detect_gpu(model.device)
+        if fitted is None or fitted.arch != spec.arch or not fitted.sms:
+            continue
+        per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
+        return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, per_sm)
+    return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -281,7 +305,7 @@ def _selector_model(device: str, env: str | None) -> "select.Model | None":
             return model
         _warn_once(f"${SELECTOR_ENV} ({env}) was fitted on {model.device}, not this {device}: not used")
     shipped = SHIPPED_DIR / "selector" / f"{device_key(device)}.json"
-    return _model_cached(shipped) if shipped.is_file() else None
+    return _model_cached(shipped) if shipped.is_file() else sibling_model(device)
 
 
 def _exact(m: int, n: int, k: int, dtype: str, activation: str, bias: bool, layout: str | None,

@@ -477,6 +477,8 @@ class Model:
     constants: dict[str, Constants]
     errors: dict[str, float] = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict, compare=False, repr=False)
+    based_on: str | None = field(default=None, compare=False)
+    """Where the constants were carried from another GPU's model (``carried``): how, in words."""
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
@@ -528,6 +530,20 @@ class Model:
 
         other, c = min(same, key=distance)
         return c, other
+
+
+def carried(model: Model, device: str, programs: int, memory_scale: float, compute_scale: float) -> Model:
+    """``model`` carried to ``device``, a GPU of the same architecture that no model was fitted
+    for: ``programs`` SMs, ``memory_scale`` times the DRAM bandwidth of the GPU the model was
+    fitted on, and ``compute_scale`` times its tensor throughput per SM (the clock: a tile's
+    time divides by it, and the L2's bandwidth, which runs at that clock, multiplies). The
+    fixed costs, the row-major factor and the errors stay as fitted."""
+    constants = {key: Constants(c.a / compute_scale, c.b / compute_scale, c.e * memory_scale, c.d,
+                                None if c.g is None else c.g * compute_scale, c.r)
+                 for key, c in model.constants.items()}
+    how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth and "
+           f"{compute_scale:.2f}x its throughput per SM")
+    return Model(device, programs, constants, dict(model.errors), based_on=how)
 
 
 class _Prepared:

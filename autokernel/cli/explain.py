@@ -36,7 +36,8 @@ def explain(
     """Show the configs the selector ranked for a problem, their predicted times, and why the
     winner won: a tuned entry for exactly the problem, else the selector's choice among its
     candidates, nearby tuned entries and the default. Predictions come from the model fitted
-    for the GPU (autokernel/configs/selector/); nothing is launched or timed."""
+    for the GPU (autokernel/configs/selector/), or for a GPU of the same architecture, carried
+    over by the datasheets' ratios; nothing is launched or timed."""
     import torch
 
     from autokernel import best, runtime
@@ -106,7 +107,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
         tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
                              -(-k // winner.block_k))
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
-            "reason": found.reason, "stream_k_tail": tail,
+            "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
                         "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None}
                        for s in found.choice.ranked[:top]]}
@@ -132,6 +133,9 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     console.print(escape(f"picks {winner.short()} [{out['source']}]: {out['reason']}"), soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
+    if out["model_carried"]:
+        console.print(escape(f"no model was fitted for this GPU: the selector's model was {out['model_carried']} "
+                             "(the datasheets' ratios)"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,108 @@
+"""A GPU no model was fitted for takes a shipped model of its architecture, carried over by the
+datasheets' ratios (SM count, DRAM bandwidth, throughput per SM); others get none."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autokernel import best, gpus, runtime, select
+from autokernel.cli import app
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
+    best.clear_cache()
+    yield
+    best.clear_cache()
+
+
+def test_the_datasheet_knows_each_gpus_sms_and_architecture():
+    assert gpus.detect_gpu(H100).name == "H100 SXM5"
+    for name, sms, arch in [("NVIDIA H200", 132, "sm_90"), ("NVIDIA H100 PCIe", 114, "sm_90"),
+                            ("NVIDIA A100-SXM4-80GB", 108, "sm_80"), ("NVIDIA L40S", 142, "sm_89")]:
+        spec = gpus.detect_gpu(name)
+        assert (spec.sms, spec.arch) == (sms, arch), name
+    assert all(spec.sms and spec.arch for spec in gpus.GPUS)
+    assert gpus.detect_gpu("GPU Z") is None
+
+
+def test_an_h200_takes_the_h100_model_with_its_dram_bandwidth():
+    h100 = best.selector_model(H100)
+    h200 = best.selector_model("NVIDIA H200")
+    assert h100.based_on is None and h200 is not None and h200.device == "NVIDIA H200"
+    assert h200.programs == 132 and "fitted on NVIDIA H100 80GB HBM3" in h200.based_on
+    assert h200.constants.keys() == h100.constants.keys() and h200.errors == h100.errors
+    ratio = 4800.0 / 3350.0
+    for key, c in h100.constants.items():
+        d = h200.constants[key]
+        assert (d.a, d.b, d.d, d.g, d.r) == (c.a, c.b, c.d, c.g, c.r)  # the same SMs at the same clock
+        assert d.e == pytest.approx(c.e * ratio)
+    # A memory-bound problem is predicted faster there, a compute-bound one alike.
+    key = next(iter(h100.constants))
+    c, d = h100.constants[key], h200.constants[key]
+    assert d.predict_us(1, 64, 256e6) < c.predict_us(1, 64, 256e6) * 0.8
+    assert d.predict_us(40, 4096, 1e3) == pytest.approx(c.predict_us(40, 4096, 1e3), rel=1e-6)
+
+
+def test_an_h100_pcie_takes_fewer_sms_and_slower_tiles():
+    h100, pcie = best.selector_model(H100), best.selector_model("NVIDIA H100 PCIe")
+    assert pcie.programs == 114
+    per_sm = (756.5 / 114) / (989.5 / 132)
+    key = next(iter(h100.constants))
+    c, d = h100.constants[key], pcie.constants[key]
+    assert d.a == pytest.approx(c.a / per_sm) and d.b == pytest.approx(c.b / per_sm) and per_sm < 1
+    assert d.e == pytest.approx(c.e * 2000.0 / 3350.0)
+    assert d.g == pytest.approx(c.g * per_sm)
+
+
+@pytest.mark.parametrize("device", ["NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4090", "GPU Z"])
+def test_no_model_for_another_architecture_or_an_unknown_gpu(device):
+    assert best.selector_model(device) is None
+    found = best.pick(100, 200, 300, torch.float16, device=device)
+    assert found.source == "default" and "no selector model" in found.reason
+
+
+def test_a_sibling_ranks_and_picks_like_a_fitted_model():
+    """On the H200 every problem is ranked by the carried model (no default for want of a
+    model), and a memory-bound decode problem's pick is predicted faster than on the H100."""
+    for m, n, k in [(1, 4096, 4096), (128, 8192, 8192), (3000, 3000, 3000), (8192, 8192, 1024)]:
+        found = best.pick(m, n, k, torch.bfloat16, layout="nt", device="NVIDIA H200", rank=True)
+        assert found.choice is not None and "no selector model" not in found.reason
+        times = [s.predicted_us for s in found.choice.ranked if s.predicted_us is not None]
+        assert times == sorted(times) and all(math.isfinite(t) and t > 0 for t in times)
+    on = {d: best.pick(1, 8192, 8192, torch.float16, layout="nt", device=d, rank=True).choice.ranked[0].predicted_us
+          for d in (H100, "NVIDIA H200")}
+    assert on["NVIDIA H200"] < on[H100] * 0.85
+
+
+def test_explain_says_the_model_was_carried():
+    runner = CliRunner()
+    result = runner.invoke(app, ["explain", "--m", "128", "--n", "8192", "--k", "8192", "-d", "bf16",
+                                 "--device", "h200"])
+    assert result.exit_code == 0, result.output
+    assert "no model was fitted for this GPU" in result.stdout and "1.43x its DRAM bandwidth" in result.stdout
+    out = json.loads(runner.invoke(app, ["explain", "--m", "64", "--n", "64", "--k", "64", "--device", "h200",
+                                         "--json"]).stdout)
+    assert out["model_carried"].startswith("fitted on NVIDIA H100 80GB HBM3")
+    fitted = json.loads(runner.invoke(app, ["explain", "--m", "64", "--n", "64", "--k", "64", "--device", "h100",
+                                            "--json"]).stdout)
+    assert fitted["model_carried"] is None
+
+
+def test_the_sm_count_of_this_gpu_wins_over_the_datasheets(monkeypatch):
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(runtime, "sm_count", lambda: 120)
+    assert best.sibling_model("NVIDIA H200").programs == 120
+    assert best.sibling_model("NVIDIA H200 NVL").programs == 132  # not this machine's GPU
+    assert select.carried(best.selector_model(H100), "x", 7, 1.0, 1.0).programs == 7
