@@ -276,22 +276,27 @@ def selector_model(device: str) -> "select.Model | None":
 
 def sibling_model(device: str) -> "select.Model | None":
     """A shipped model carried to ``device``, a GPU no model was fitted for, from one of the
-    same architecture (the datasheet table, ``gpus``): its SM count (this machine's where
-    ``device`` is its GPU), its DRAM bandwidth and its tensor throughput per SM against the
-    fitted GPU's (``select.carried``). None where the datasheet does not know the GPU or no
-    shipped model is of its architecture. An H200 takes the H100's model with 1.43x its
-    DRAM bandwidth: the same SMs at the same clocks."""
+    same architecture (``select.carried``): its SM count (this machine's where ``device`` is
+    its GPU), and its DRAM bandwidth and tensor throughput per SM against the fitted GPU's,
+    from the datasheet table (``gpus``). An H200 takes the H100's model with 1.43x its DRAM
+    bandwidth: the same SMs at the same clocks. The GPU at hand, if the table does not know
+    it, is placed by its compute capability and SM count, its bandwidth and clock taken as
+    the fitted GPU's. None where neither tells the architecture, or no shipped model is of it."""
     spec = gpus.detect_gpu(device)
-    if spec is None or spec.arch is None or spec.sms is None:
+    here = not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device
+    if spec is not None and spec.arch and spec.sms:
+        arch, programs = spec.arch, runtime.sm_count() if here else spec.sms
+    elif here:
+        arch, programs = "sm_{}{}".format(*torch.cuda.get_device_capability()), runtime.sm_count()
+    else:
         return None
-    programs = spec.sms
-    if not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device:
-        programs = runtime.sm_count()
     for path in sorted((SHIPPED_DIR / "selector").glob("*.json")):
         model = _model_cached(path)
         fitted = gpus.detect_gpu(model.device)
-        if fitted is None or fitted.arch != spec.arch or not fitted.sms:
+        if fitted is None or fitted.arch != arch or not fitted.sms:
             continue
+        if spec is None or not spec.sms:
+            return select.carried(model, device, programs, 1.0, 1.0)
         per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
         return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, per_sm)
     return None

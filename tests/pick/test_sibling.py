@@ -106,3 +106,20 @@ def test_the_sm_count_of_this_gpu_wins_over_the_datasheets(monkeypatch):
     assert best.sibling_model("NVIDIA H200").programs == 120
     assert best.sibling_model("NVIDIA H200 NVL").programs == 132  # not this machine's GPU
     assert select.carried(best.selector_model(H100), "x", 7, 1.0, 1.0).programs == 7
+
+
+def test_a_hopper_gpu_the_datasheet_does_not_know_is_placed_by_its_capability(monkeypatch):
+    """The GPU at hand with a name the table lacks: its compute capability says Hopper, so it
+    takes the H100's model with its own SM count, bandwidth and clock taken as the H100's; an
+    Ampere one, or such a name that is not the GPU at hand, gets none."""
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H999")
+    monkeypatch.setattr(runtime, "sm_count", lambda: 78)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    h100, here = best.selector_model(H100), best.sibling_model("NVIDIA H999")
+    assert gpus.detect_gpu("NVIDIA H999") is None and here.programs == 78
+    assert here.constants == h100.constants and "1.00x its DRAM bandwidth" in here.based_on
+    assert best.sibling_model("NVIDIA H998") is None  # not the GPU at hand: nothing tells its architecture
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert best.sibling_model("NVIDIA H999") is None
