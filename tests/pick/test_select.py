@@ -326,13 +326,14 @@ def test_explain_backward_names_the_gemms_linear_launches(h100, monkeypatch):
 
     def spy(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout):
         asked.append((m_, n_, k_, activation, bias, store_z, layout))
-        return real(m_, n_, k_, dtype, activation, bias, torch.device("cpu"), store_z, tma, layout)
+        return real(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout)
 
     monkeypatch.setattr(best, "resolved_config", spy)
     plans.clear_launch_cache()
-    x = torch.randn(m, k, dtype=torch.float16, requires_grad=True)
-    w = torch.randn(n, k, dtype=torch.float16, requires_grad=True)
-    b = torch.randn(n, dtype=torch.float16, requires_grad=True)
+    on = runtime.kernel_device()
+    x = torch.randn(m, k, dtype=torch.float16, device=on, requires_grad=True)
+    w = torch.randn(n, k, dtype=torch.float16, device=on, requires_grad=True)
+    b = torch.randn(n, dtype=torch.float16, device=on, requires_grad=True)
     api.linear(x, w, b, "gelu").float().sum().backward()
     plans.clear_launch_cache()
     args = ["explain", "--m", str(m), "--n", str(n), "--k", str(k), "-a", "gelu", "--bias", "--device", "h100",
