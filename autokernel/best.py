@@ -302,6 +302,18 @@ def sibling_model(device: str) -> "select.Model | None":
     return None
 
 
+def selector_coverage(spec: "gpus.GpuSpec") -> str | None:
+    """How the selector serves a GPU of the datasheet table: "fitted" where a shipped model
+    was fitted on it, "carried" where one of its architecture is carried to it
+    (``sibling_model``), None where the default config serves it."""
+    fitted = [gpus.detect_gpu(_model_cached(path).device) for path in sorted((SHIPPED_DIR / "selector").glob("*.json"))]
+    if any(f is not None and f.name == spec.name for f in fitted):
+        return "fitted"
+    if spec.arch and spec.sms and any(f is not None and f.arch == spec.arch and f.sms for f in fitted):
+        return "carried"
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def _selector_model(device: str, env: str | None) -> "select.Model | None":
     if env:

@@ -55,6 +55,7 @@ def _gpu_rows(trials: "list[Recorded]", problem: "Problem", spec: "GpuSpec") -> 
 
 
 def _render_table(detected: "GpuSpec | None", device: str | None, ceilings: "Ceilings | None") -> None:
+    from autokernel.best import selector_coverage
     from autokernel.roofline import GPUS
 
     if device is None:
@@ -64,20 +65,25 @@ def _render_table(detected: "GpuSpec | None", device: str | None, ceilings: "Cei
     else:
         caption = f"▶ this GPU: {device}"
     table = Table(title="Datasheet peaks, dense: TFLOP/s, GB/s; ridge in FLOP/B", caption=caption)
-    for name in ("", "GPU", "fp16/bf16", "tf32", "fp32", "fp8", "GB/s", "ridge", "note"):
-        table.add_column(name, justify="left" if name in ("", "GPU", "note") else "right", no_wrap=name == "GPU")
+    for name in ("", "GPU", "fp16/bf16", "tf32", "fp32", "fp8", "GB/s", "ridge", "SMs", "arch", "selector", "note"):
+        table.add_column(name, justify="left" if name in ("", "GPU", "arch", "selector", "note") else "right",
+                         no_wrap=name == "GPU")
     for spec in GPUS:
         here = detected is not None and spec.name == detected.name
         table.add_row("▶" if here else "", f"[bold]{spec.name}[/]" if here else spec.name,
                       f"{spec.fp16_tflops:g}", f"{spec.tf32_tflops:g}", f"{spec.fp32_tflops:g}",
                       "-" if spec.fp8_tflops is None else f"{spec.fp8_tflops:g}", f"{spec.bandwidth_gbs:g}",
-                      f"{spec.fp16_tflops * 1e3 / spec.bandwidth_gbs:.0f}", spec.note)
+                      f"{spec.fp16_tflops * 1e3 / spec.bandwidth_gbs:.0f}", str(spec.sms or "-"), spec.arch or "-",
+                      selector_coverage(spec) or "-", spec.note)
     if ceilings is not None:
         table.add_row("▶", "measured here", f"{ceilings.gemm_tflops:.1f}", "", "", "",
                       f"{ceilings.bandwidth_gbs:.0f}",
-                      f"{ceilings.gemm_tflops * 1e3 / ceilings.bandwidth_gbs:.0f}",
+                      f"{ceilings.gemm_tflops * 1e3 / ceilings.bandwidth_gbs:.0f}", "", "", "",
                       f"cuBLAS {ceilings.dtype} {ceilings.gemm_size}³, {ceilings.copy_bytes >> 20} MiB copy")
     print_table(table)
+    console.print("selector: the model autokernel.matmul ranks configs with on that GPU, fitted on it or carried "
+                  "from a fitted GPU of its architecture by these datasheet ratios; \"-\": none, the default config "
+                  "(docs/selector.md)")
 
 
 def _render_results(results: list["RooflineResult"], sources: list[str | None], spec: "GpuSpec") -> None:
@@ -145,6 +151,7 @@ def roofline(
     With a problem: its memory- and compute-bound ceilings and, given a time (--ms, else
     the best GPU time on this GPU in the history), its efficiency.
     """
+    from autokernel.best import selector_coverage
     from autokernel.roofline import GPUS, analyze, detect_gpu, lookup_gpu, measure_ceilings
     from autokernel.timing import tflops
 
@@ -183,7 +190,7 @@ def roofline(
         written = _write_plot([], ceiling_spec, plot, []) if plot is not None else None
         if json_out:
             print_json({"device": device, "detected": detected.name if detected else None,
-                        "gpus": [s.to_dict() for s in GPUS],
+                        "gpus": [{**s.to_dict(), "selector": selector_coverage(s)} for s in GPUS],
                         "measured": ceilings.to_dict() if ceilings else None})
         else:
             _render_table(detected, device, ceilings)

@@ -26,6 +26,7 @@ def test_table_lists_every_gpu(monkeypatch) -> None:
     for name in ("A100 SXM4 80GB", "A100 PCIe 80GB", "H100 SXM5", "H100 PCIe", "H100 NVL", "H200 SXM", "L40S",
                  "RTX 4090"):
         assert name in result.stdout
+    assert "fitted" in result.stdout and "carried" in result.stdout and "sm_90" in result.stdout
     if not torch.cuda.is_available():
         assert "no GPU detected here" in result.stdout
 
@@ -36,6 +37,13 @@ def test_json_table() -> None:
     out = json.loads(result.stdout)
     assert {"A100 SXM4 80GB", "H100 SXM5", "RTX 4090"} <= {g["name"] for g in out["gpus"]}
     assert out["measured"] is None
+    # Which GPUs the selector serves: a model fitted on the H100, carried to the other Hopper
+    # parts, none for Ampere and Ada (the default config there).
+    by_name = {g["name"]: g for g in out["gpus"]}
+    assert by_name["H100 SXM5"]["selector"] == "fitted" and by_name["H100 SXM5"]["sms"] == 132
+    assert {by_name[n]["selector"] for n in ("H100 PCIe", "H100 NVL", "H200 SXM", "H200 NVL")} == {"carried"}
+    assert {by_name[n]["selector"] for n in ("A100 SXM4 80GB", "L40S", "RTX 4090")} == {None}
+    assert by_name["A100 SXM4 80GB"]["arch"] == "sm_80"
 
 
 def test_problem_json_with_ms(hist) -> None:
