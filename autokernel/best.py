@@ -290,10 +290,8 @@ def sibling_model(device: str) -> "select.Model | None":
         arch, programs = "sm_{}{}".format(*torch.cuda.get_device_capability()), runtime.sm_count()
     else:
         return None
-    for path in sorted((SHIPPED_DIR / "selector").glob("*.json")):
-        model = _model_cached(path)
-        fitted = gpus.detect_gpu(model.device)
-        if fitted is None or fitted.arch != arch or not fitted.sms:
+    for model, fitted in _shipped_models():
+        if fitted.arch != arch:
             continue
         if spec is None or not spec.sms:
             return select.carried(model, device, programs, 1.0, 1.0)
@@ -302,14 +300,26 @@ def sibling_model(device: str) -> "select.Model | None":
     return None
 
 
+def _shipped_models() -> list[tuple["select.Model", "gpus.GpuSpec"]]:
+    """The shipped selector models whose GPU the datasheet table knows (with its SM count),
+    each with that GPU's entry: what a model can be carried from."""
+    out = []
+    for path in sorted((SHIPPED_DIR / "selector").glob("*.json")):
+        model = _model_cached(path)
+        fitted = gpus.detect_gpu(model.device)
+        if fitted is not None and fitted.sms:
+            out.append((model, fitted))
+    return out
+
+
 def selector_coverage(spec: "gpus.GpuSpec") -> str | None:
     """How the selector serves a GPU of the datasheet table: "fitted" where a shipped model
     was fitted on it, "carried" where one of its architecture is carried to it
     (``sibling_model``), None where the default config serves it."""
-    fitted = [gpus.detect_gpu(_model_cached(path).device) for path in sorted((SHIPPED_DIR / "selector").glob("*.json"))]
-    if any(f is not None and f.name == spec.name for f in fitted):
+    shipped = [fitted for _, fitted in _shipped_models()]
+    if any(fitted.name == spec.name for fitted in shipped):
         return "fitted"
-    if spec.arch and spec.sms and any(f is not None and f.arch == spec.arch and f.sms for f in fitted):
+    if spec.arch and spec.sms and any(fitted.arch == spec.arch for fitted in shipped):
         return "carried"
     return None
 
