@@ -11,7 +11,7 @@ import fit_selector as fs  # noqa: E402
 from autokernel import best, select  # noqa: E402
 
 R = "benchmarks/results/"
-FILES = {"broad": R + "check_broad_h200_1.jsonl", "seed 28174": R + "check_random_h200_sibling.jsonl",
+FILES = {"broad": R + "check_broad_h200_1.jsonl.gz", "seed 28174": R + "check_random_h200_sibling.jsonl",
          "seed 29419": R + "check_random_h200_sibling_2.jsonl", "seed 32590": R + "check_random_h200_3.jsonl"}
 DEVICE = "NVIDIA H200"
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
