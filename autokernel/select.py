@@ -586,13 +586,28 @@ class _Prepared:
 
 @dataclass(frozen=True)
 class Scored:
-    """A config the selector considered: where it came from, its predicted µs, and whose
-    constants scored it."""
+    """A config the selector considered: where it came from, its predicted µs, whose
+    constants scored it, and how far those constants' predictions are off (``error``: the
+    RMS log error on the rows they were fitted to; None in a model fitted without errors)."""
 
     config: KernelConfig
     source: str
     predicted_us: float | None
     scored_as: KernelConfig | None
+    error: float | None = None
+
+
+def close_calls(ranked: tuple[Scored, ...], pick: KernelConfig) -> tuple[int, float] | None:
+    """(how many other ranked configs are predicted within the pick's error of its time, that
+    error as a fraction), or None where the model holds no errors or the pick has no
+    prediction: how much a race of the top configs (tuning on first use) has to settle."""
+    mine = next((s for s in ranked if s.config == pick), None)
+    if mine is None or mine.predicted_us is None or mine.error is None:
+        return None
+    band = mine.error
+    near = sum(1 for s in ranked if s is not mine and s.predicted_us is not None
+               and abs(math.log(s.predicted_us / mine.predicted_us)) <= band)
+    return near, math.exp(band) - 1
 
 
 @dataclass(frozen=True)
@@ -608,7 +623,8 @@ class Choice:
     @property
     def ranked(self) -> tuple[Scored, ...]:
         order = sorted(self.scores, key=lambda s: (s[0] is None, s[0] or 0.0))
-        return tuple(Scored(p.config, source, us, p.scored_as) for us, p, source in order)
+        return tuple(Scored(p.config, source, us, p.scored_as, getattr(p, "error", None))
+                     for us, p, source in order)
 
 
 def _fields(config: KernelConfig) -> tuple:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -106,15 +107,20 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     if winner.stream_k and select.kernel_kind(winner, select.tma_aligned(m, n, k, problem.torch_dtype, layout)) == "tma":
         tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
                              -(-k // winner.block_k))
+    ranked = found.choice.ranked
+    close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
+            "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
-                        "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None}
-                       for s in found.choice.ranked[:top]]}
+                        "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None,
+                        "error": s.error}
+                       for s in ranked[:top]]}
 
 
 def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     """One GEMM's ranking as a table, then the pick and why."""
+    from autokernel import autotune
     from autokernel.config import KernelConfig
 
     winner = KernelConfig.from_dict(out["config"])
@@ -124,13 +130,22 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     table.add_column("config")
     table.add_column("from")
     table.add_column("predicted µs", justify="right")
+    table.add_column("±", justify="right")
     table.add_column("scored as")
     for s in out["ranked"]:
         table.add_row("→" if s["config"] == out["config"] else "", escape(s["label"]), escape(s["source"]),
                       "-" if s["predicted_us"] is None else f"{s['predicted_us']:.1f}",
+                      "" if s["error"] is None or s["predicted_us"] is None else f"{math.exp(s['error']) - 1:.0%}",
                       "" if s["scored_as"] in (None, s["label"]) else escape(s["scored_as"]))
     print_table(table)
     console.print(escape(f"picks {winner.short()} [{out['source']}]: {out['reason']}"), soft_wrap=True)
+    close = out["close_calls"]
+    if close and close["configs"] and out["ranked"] and out["ranked"][0]["config"] != out["config"]:
+        # The model kept the pick against a faster prediction it cannot trust: a race settles it.
+        console.print(escape(f"{close['configs']} other config{'s' if close['configs'] > 1 else ''} predicted within "
+                             f"the model's error of the pick (±{close['within']:.0%}): with {autotune.ENV}=1 the "
+                             f"first call races the best {autotune.MAX_CANDIDATES} and keeps the fastest"),
+                      soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
     if out["model_carried"]:

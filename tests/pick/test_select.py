@@ -176,6 +176,38 @@ def test_the_default_stays_unless_beaten_by_the_margin():
     assert choice.config == default and "within 3%" in choice.reason
 
 
+def test_close_calls_count_the_configs_predicted_within_the_picks_error():
+    fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
+    near = next(c for c in CANDIDATES if c.block_m == 128 and c.block_n == 128 and c.split_k == 1 and not c.stream_k)
+    plain = _model(fast, others_us=100.0, fast_us=50.0)
+    constants = dict(plain.constants)
+    constants[select.config_id(near)] = select.Constants(a=0.0, b=0.0, e=1e9, d=53.0)
+    with_errors = select.Model("GPU X", 132, constants, {key: 0.1 for key in constants})
+    choice = _choose(with_errors)
+    assert choice.config == fast
+    assert all(s.error == pytest.approx(0.1) for s in choice.ranked if s.predicted_us is not None)
+    # 53 µs lies within exp(0.1) of 50; the others (100 µs) do not.
+    assert select.close_calls(choice.ranked, fast) == (1, pytest.approx(math.exp(0.1) - 1))
+    # A model fitted without errors knows no band.
+    assert select.close_calls(_choose(select.Model("GPU X", 132, constants)).ranked, fast) is None
+
+
+def test_explain_shows_each_prediction_s_error_and_where_a_race_would_settle_the_pick(h100):
+    # 1x5120x10368 bf16 on the H100: the model keeps the default against split-K configs it
+    # predicts a few per cent faster, within their errors.
+    args = ["explain", "--m", "1", "--n", "5120", "--k", "10368", "-d", "bf16", "--device", "h100"]
+    out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert out["source"] == "default" and out["ranked"][0]["config"] != out["config"]
+    assert all(r["error"] > 0 for r in out["ranked"] if r["predicted_us"] is not None)
+    assert out["close_calls"]["configs"] >= 1 and 0 < out["close_calls"]["within"] < 0.5
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0 and "AUTOKERNEL_AUTOTUNE=1" in text.output and "±" in text.output
+    # Where the pick is the model's own best prediction, no race is suggested.
+    sure = CliRunner().invoke(app, ["explain", "--m", "1024", "--n", "1024", "--k", "8192", "-d", "bf16",
+                                    "--device", "h100"])
+    assert sure.exit_code == 0 and "AUTOKERNEL_AUTOTUNE" not in sure.output
+
+
 def test_configs_that_do_not_fit_are_never_chosen():
     fast = next(c for c in CANDIDATES if c.block_m == 64 and c.block_n == 256)
     choice = _choose(_model(fast), fits=lambda c: c != fast)
