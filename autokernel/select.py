@@ -559,6 +559,7 @@ class _Prepared:
                  scored_as: KernelConfig | None):
         self.config, self.key, self.kind = config, key, kind
         self.constants, self.scored_as = constants, scored_as
+        self.error: float | None = None  # the constants' RMS log error, where the model holds errors
         self.bm, self.bn, self.bk, self.split = config.block_m, config.block_n, config.block_k, config.split_k
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
@@ -623,7 +624,7 @@ class Choice:
     @property
     def ranked(self) -> tuple[Scored, ...]:
         order = sorted(self.scores, key=lambda s: (s[0] is None, s[0] or 0.0))
-        return tuple(Scored(p.config, source, us, p.scored_as, getattr(p, "error", None))
+        return tuple(Scored(p.config, source, us, p.scored_as, p.error)
                      for us, p, source in order)
 
 
