@@ -556,6 +556,12 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True).choice
 
 
+def ranked(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
+           store_z: bool = False, tma: bool = True, layout: str = "nn") -> Pick:
+    """``resolve``'s pick with the selector's ranking (where a model is fitted for the GPU)."""
+    return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True)
+
+
 def _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=False) -> Pick:
     """``pick`` for this machine's ``device``: its name, shared memory and kind of default."""
     return pick(m, n, k, dtype, activation, bias, layout, device=runtime.device_name(device),

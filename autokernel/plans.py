@@ -10,7 +10,7 @@ import numbers
 
 import torch
 
-from autokernel import autotune, best, runtime, select
+from autokernel import autotune, best, route, runtime, select
 from autokernel.config import KernelConfig, check_fits
 from autokernel.kernels import matmul as grouped
 from autokernel.kernels import matmul_tma, splitk, streamk
@@ -205,6 +205,7 @@ def clear_launch_cache() -> None:
 
 
 best.ON_CLEAR.append(clear_launch_cache)
+route.ON_CHANGE.append(clear_launch_cache)
 
 
 class GemmPlan:
@@ -293,10 +294,24 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
         tma, layout = tma_runs(a, b, c), operand_layout(a, b)
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
                              tma=tma, layout=layout)
+        if config is None and route.backend() == "auto" and _on_cublas(a, b, bias, act, store_z, tma, layout):
+            return GemmPlan((m, n), a.dtype, a.device, store_z,
+                            route.TorchLaunch(a, b, bias is not None, act, slope, store_z))
         if config is None and autotune.enabled():
             cfg = _tuned_on_first_use(cfg, a, b, bias, act, slope, store_z, tma, layout)
         launch = _plan_kernel(a, b, c, bias, act, slope, cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
+
+
+def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> bool:
+    """Whether ``route.decide`` sends this layout to cuBLAS (the backend is "auto")."""
+    if not (route.unit_strided(a) and route.unit_strided(b)):
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    found = best.ranked(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
+    where = route.decide(m, n, k, a.dtype, act, bias is not None, runtime.device_name(a.device), found)
+    return where.library == "cublas"
 
 
 def _tuned_on_first_use(cfg: KernelConfig, a, b, bias, act: str, slope: float, store_z: bool, tma: bool,

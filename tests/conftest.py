@@ -19,6 +19,7 @@ def _isolated_history(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_HISTORY", str(tmp_path / "history.csv"))
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "autokernel-cache"))
     monkeypatch.delenv("AUTOKERNEL_CONFIG", raising=False)
+    monkeypatch.delenv("AUTOKERNEL_BACKEND", raising=False)
 
 
 @pytest.fixture

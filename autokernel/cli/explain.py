@@ -90,7 +90,7 @@ def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
 def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     """What explain prints for one GEMM on the GPU ``name``: the pick, where it came from,
     why, how a stream-K tail is cut (or None) and the top ``top`` of the ranking."""
-    from autokernel import best, select
+    from autokernel import best, route, select
     from autokernel.kernels.matmul_tma import describe_tail
 
     m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
@@ -109,9 +109,12 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
                              -(-k // winner.block_k))
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
+    where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found)
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
+            "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
+                      "cublas_us": where.cublas_us, "reason": where.reason},
             "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
                         "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None,
                         "error": s.error}
@@ -120,7 +123,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
 
 def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     """One GEMM's ranking as a table, then the pick and why."""
-    from autokernel import autotune
+    from autokernel import autotune, route
     from autokernel.config import KernelConfig
 
     winner = KernelConfig.from_dict(out["config"])
@@ -148,6 +151,12 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
                       soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
+    where = out["route"]
+    if where["cublas_us"] is not None:
+        runs = "on cuBLAS" if where["library"] == "cublas" else "on Triton"
+        now = "runs" if where["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
+        console.print(escape(f"cuBLAS (torch) is predicted {where['cublas_us']:.1f} µs: this GEMM {now} {runs}; "
+                             f"{where['reason']}"), soft_wrap=True)
     if out["model_carried"]:
         console.print(escape(f"no model was fitted for this GPU: the selector's model was {out['model_carried']} "
                              "(the datasheets' ratios)"), soft_wrap=True)

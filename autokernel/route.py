@@ -1,0 +1,259 @@
+"""Which library runs a GEMM: autokernel's Triton kernels, or cuBLAS where it is predicted
+clearly faster. Off by default: every GEMM runs on the Triton kernels.
+
+``AUTOKERNEL_BACKEND=auto`` (read when a layout is first planned) or ``autokernel.route.use("auto")``
+turns it on. Then each float16 / bfloat16 GEMM given no config compares two predictions once
+per layout: the selector model's time for the config it picks (``best``), and cuBLAS's time
+from a table of cuBLAS measurements on the GPU (``CublasModel``: GPU time over the datasheet
+roofline, interpolated between the nearest measured shapes). Where cuBLAS is predicted more
+than ``MARGIN`` faster, the layout runs on torch (``torch.mm`` / ``torch.addmm`` and the
+activation in place, as eager PyTorch runs it; ``TorchLaunch``), forward and backward alike.
+A config given by the caller, a tuned entry for exactly the problem, float32, operands with
+no unit stride, and a GPU with no table stay on Triton.
+
+Why: the Triton kernels trail cuBLAS on many mid-size problems (1-3 waves of tiles on the
+SMs; docs/kernel-notes.md), and a layer swapped for autokernel's should not run slower than
+torch's. Every figure the tool reports for its kernels (``bench``, ``report``, the selector's
+checks) is the Triton kernels' own; ``autokernel explain`` says where ``auto`` would route.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from autokernel import best, gpus
+
+ENV = "AUTOKERNEL_BACKEND"
+BACKENDS = ("triton", "auto")
+MARGIN = 0.10
+"""Route to cuBLAS only where it is predicted this much faster than the Triton pick: both
+predictions err by 7-9 % (RMS of the log) on fresh problems (docs/selector.md)."""
+SCHEMA = 1
+DATA_DIR = best.SHIPPED_DIR / "cublas"
+NEAREST = 8
+EPILOGUE_WEIGHT = 4.0
+"""A problem with a bias or an activation is this far (squared, in the distance of log sizes)
+from one without: torch runs a second kernel for the epilogue, so the two are measured apart."""
+
+_switch: str | None = None
+ON_CHANGE: list = []
+"""What to forget when the backend switch changes (the launch plans register theirs)."""
+_warned_values: set[str] = set()
+
+
+def use(backend: str | None) -> None:
+    """Set the backend for this process over ``$AUTOKERNEL_BACKEND``: "triton" or "auto";
+    None hands the choice back to the environment. Layouts planned before are planned again."""
+    global _switch
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (or None), got {backend!r}")
+    _switch = backend
+    for forget in ON_CHANGE:
+        forget()
+
+
+def backend() -> str:
+    """The backend in force: ``use``'s where set, else ``$AUTOKERNEL_BACKEND`` ("triton" when
+    unset or empty; any other value than "triton" or "auto" is "triton", with one warning)."""
+    if _switch is not None:
+        return _switch
+    value = os.environ.get(ENV, "").strip().lower()
+    if value in BACKENDS:
+        return value
+    if value and value not in _warned_values:
+        _warned_values.add(value)
+        warnings.warn(f"${ENV}={os.environ[ENV]!r} is neither of {', '.join(BACKENDS)}: every GEMM runs on "
+                      "the Triton kernels", RuntimeWarning, stacklevel=2)
+    return "triton"
+
+
+# ---- cuBLAS's time ----------------------------------------------------------------------
+
+
+def roofline_us(m: int, n: int, k: int, itemsize: int, spec: gpus.GpuSpec) -> float:
+    """The datasheet roofline of an M x N x K GEMM on ``spec``'s GPU, µs: its FLOP at the
+    fp16 tensor peak or its operands' and output's bytes at the DRAM bandwidth, the larger."""
+    flop = 2.0 * m * n * k
+    nbytes = float(itemsize) * (m * k + k * n + m * n)
+    return max(flop / (spec.fp16_tflops * 1e6), nbytes / (spec.bandwidth_gbs * 1e3))
+
+
+def point(m: int, n: int, k: int, epilogue: bool) -> tuple[float, float, float, float]:
+    """Where a problem sits in the table: the logs of M, N and K, and whether it has an epilogue."""
+    return math.log(max(m, 1)), math.log(max(n, 1)), math.log(max(k, 1)), 1.0 if epilogue else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class CublasModel:
+    """cuBLAS's GPU time on one GPU, from measurements: per measured problem its ``point``
+    and the log of its time over the roofline (the inefficiency; ``roofline_us`` on the
+    measured GPU's datasheet). A prediction weights the ``NEAREST`` measured problems by
+    inverse distance and scales the roofline of the GPU asked about, so that a table carries
+    to a GPU of the same architecture by the datasheets' ratios."""
+
+    device: str
+    points: tuple[tuple[float, float, float, float, float], ...]
+    source: str = ""
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "cuBLAS table") -> "CublasModel":
+        import json
+
+        try:
+            data = json.loads(text)
+            if data.get("schema") != SCHEMA:
+                raise ValueError(f"schema {data.get('schema')!r}, expected {SCHEMA}")
+            points = tuple(tuple(float(v) for v in p) for p in data["points"])
+            if not points or any(len(p) != 5 or not all(map(math.isfinite, p)) for p in points):
+                raise ValueError("points must be non-empty rows of five finite numbers")
+            return cls(str(data["device"]), points, str(data.get("source", "")))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{where} is not a cuBLAS table: {exc}") from None
+
+    def to_json(self) -> str:
+        import json
+
+        rows = ",\n".join("  " + json.dumps([round(v, 5) for v in p]) for p in self.points)
+        head = json.dumps({"schema": SCHEMA, "device": self.device, "source": self.source})[:-1]
+        return f'{head}, "points": [\n{rows}\n]}}\n'
+
+    @functools.cached_property
+    def _array(self):
+        import numpy as np
+
+        return np.asarray(self.points, dtype=np.float64)
+
+    def inefficiency(self, m: int, n: int, k: int, epilogue: bool) -> float:
+        """The log of cuBLAS's time over the roofline, interpolated at this problem."""
+        import numpy as np
+
+        pts = self._array
+        d = pts[:, :4] - np.asarray(point(m, n, k, epilogue))
+        dist = d[:, 0] ** 2 + d[:, 1] ** 2 + d[:, 2] ** 2 + EPILOGUE_WEIGHT * d[:, 3] ** 2
+        near = np.argpartition(dist, min(NEAREST, len(dist)) - 1)[:NEAREST]
+        weights = 1.0 / (dist[near] + 1e-3)
+        return float((weights * pts[near, 4]).sum() / weights.sum())
+
+    def predict_us(self, m: int, n: int, k: int, itemsize: int, epilogue: bool, spec: gpus.GpuSpec) -> float:
+        """cuBLAS's predicted GPU time per call, µs, on ``spec``'s GPU (torch.mm, or
+        torch.addmm and the activation where there is an ``epilogue``)."""
+        return roofline_us(m, n, k, itemsize, spec) * math.exp(self.inefficiency(m, n, k, epilogue))
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: Path) -> CublasModel:
+    return CublasModel.from_json(path.read_text(), str(path))
+
+
+def cublas_model(device: str) -> CublasModel | None:
+    """The cuBLAS table for the GPU named ``device``: the one measured on it, else one of a
+    GPU of the same architecture (carried by the datasheets' ratios); None where neither."""
+    own = DATA_DIR / f"{best.device_key(device)}.json"
+    if own.is_file():
+        return _load(own)
+    spec = gpus.detect_gpu(device)
+    if spec is None or not spec.arch:
+        return None
+    for path in sorted(DATA_DIR.glob("*.json")):
+        table = _load(path)
+        fitted = gpus.detect_gpu(table.device)
+        if fitted is not None and fitted.arch == spec.arch:
+            return table
+    return None
+
+
+# ---- the decision -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a GEMM runs under ``auto``: ``library`` "triton" or "cublas", the two predicted
+    GPU times per call (µs, None where there is none) and why."""
+
+    library: str
+    triton_us: float | None
+    cublas_us: float | None
+    reason: str
+
+
+def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: str,
+           found: "best.Pick", margin: float = MARGIN) -> Route:
+    """Where ``auto`` runs an M x N x K problem on the GPU named ``device``, whose Triton pick
+    is ``found`` (``best.pick`` with its ranking)."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return Route("triton", None, None, "cuBLAS is modelled for float16 and bfloat16 only")
+    if found.exact:
+        return Route("triton", None, None, "a tuned entry for exactly this problem runs as tuned")
+    if found.choice is None:
+        return Route("triton", None, None, f"no selector model for {device}")
+    triton_us = next((s.predicted_us for s in found.choice.ranked if s.config == found.config), None)
+    table = cublas_model(device)
+    spec = gpus.detect_gpu(device)
+    if table is None or spec is None:
+        return Route("triton", triton_us, None, f"no cuBLAS table for {device}")
+    cublas_us = table.predict_us(m, n, k, dtype.itemsize, bias or activation != "none", spec)
+    if triton_us is None:
+        return Route("triton", None, cublas_us, "the Triton pick has no prediction")
+    if cublas_us * (1 + margin) < triton_us:
+        return Route("cublas", triton_us, cublas_us,
+                     f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})")
+    return Route("triton", triton_us, cublas_us,
+                 f"cuBLAS is not predicted more than {margin:.0%} faster ({triton_us / cublas_us:.2f}x)")
+
+
+def unit_strided(t: torch.Tensor) -> bool:
+    """Whether cuBLAS reads ``t`` in place: row-major or a transposed view (a unit stride)."""
+    return t.stride(1) == 1 or t.stride(0) == 1 or t.numel() == 0
+
+
+# ---- the torch launch -------------------------------------------------------------------
+
+
+class TorchLaunch:
+    """A plan's launch on torch: ``launch(a, b, out, bias or out, z or out)`` as the Triton
+    launches take it. Operands are restored to the shapes and strides the plan was made
+    for where a caller passes a tensor sharing their data (linear's weight for weight.t()).
+    The bias is added by ``torch.addmm`` (cast to the operands' dtype where it is of
+    another), then the activation runs in place, or from Z into out where Z is kept."""
+
+    __slots__ = ("a_shape", "a_stride", "b_shape", "b_stride", "bias", "act", "slope", "store_z")
+
+    def __init__(self, a, b, has_bias: bool, act: str, slope: float, store_z: bool):
+        self.a_shape, self.a_stride = tuple(a.shape), a.stride()
+        self.b_shape, self.b_stride = tuple(b.shape), b.stride()
+        self.bias, self.act, self.slope, self.store_z = has_bias, act, float(slope), store_z
+
+    def __call__(self, a, b, out, bias, z) -> None:
+        if a.shape != self.a_shape:
+            a = a.as_strided(self.a_shape, self.a_stride)
+        if b.shape != self.b_shape:
+            b = b.as_strided(self.b_shape, self.b_stride)
+        pre = z if self.store_z else out
+        if self.bias:
+            torch.addmm(bias if bias.dtype == a.dtype else bias.to(a.dtype), a, b, out=pre)
+        else:
+            torch.mm(a, b, out=pre)
+        if self.act != "none":
+            activate(pre, out, self.act, self.slope)
+
+
+def activate(src: torch.Tensor, dst: torch.Tensor, act: str, slope: float) -> None:
+    """dst = act(src) by torch's kernels (in place where they are one tensor)."""
+    aten = torch.ops.aten
+    if act == "relu":
+        aten.clamp_min.out(src, 0, out=dst)
+    elif act == "leaky_relu":
+        aten.leaky_relu.out(src, slope, out=dst)
+    elif act in ("gelu", "gelu_tanh"):
+        aten.gelu.out(src, approximate="tanh" if act == "gelu_tanh" else "none", out=dst)
+    elif act == "silu":
+        aten.silu.out(src, out=dst)
+    else:
+        raise ValueError(f"unknown activation {act!r}")

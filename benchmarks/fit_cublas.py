@@ -1,0 +1,105 @@
+"""Build the cuBLAS table ``autokernel.route`` predicts cuBLAS's time from, out of the selector
+sweeps' cuBLAS rows (``benchmarks/select_sweep.py``: torch timed side by side with the
+configs, GPU time), and replay the ``auto`` backend's choice on held-out sweeps, on the CPU:
+
+    python3 benchmarks/fit_cublas.py SWEEP... --out autokernel/configs/cublas/GPU.json
+    python3 benchmarks/fit_cublas.py SWEEP... --holdout HELD... [--margin 0.1]
+
+The replay picks for each held-out problem as ``autokernel.matmul`` does (the shipped
+selector model, the configs the sweep measured: ``fit_selector.pick_for``), routes it with a
+table built from the other files, and reads both sides' times from the sweep: torch over
+the Triton pick, over what ``auto`` runs, and over the faster of the two (the ceiling), and
+the problems where ``auto``'s choice ran more than 2 % slower than the Triton pick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fit_selector as fs  # noqa: E402  (the replay's pick, as the selector's checks make it)
+
+from autokernel import best, gpus, route, select  # noqa: E402
+from autokernel.records import torch_dtype  # noqa: E402
+
+
+def table_from(paths: list[str]) -> route.CublasModel:
+    """One point per problem measured with cuBLAS (the last file's where several measured it)."""
+    rows = [r for r in fs.read_rows(paths) if r.get("config") is None and r.get("gpu_ms")]
+    if not rows:
+        raise SystemExit("no cuBLAS rows in the sweeps")
+    devices = {r["device"] for r in rows}
+    if len(devices) != 1:
+        raise SystemExit(f"sweeps of several GPUs: {sorted(devices)}")
+    device = devices.pop()
+    spec = gpus.detect_gpu(device)
+    if spec is None:
+        raise SystemExit(f"{device} is not in the datasheet table (autokernel/gpus.py)")
+    points = {}
+    for r in rows:
+        epilogue = bool(r.get("bias")) or r.get("activation", "none") != "none"
+        p = route.point(r["m"], r["n"], r["k"], epilogue)
+        roof = route.roofline_us(r["m"], r["n"], r["k"], torch_dtype(r["dtype"]).itemsize, spec)
+        points.setdefault(p, []).append(math.log(r["gpu_ms"] * 1000 / roof))
+    # one point per place: float16 and bfloat16, and the layouts, measured alike, averaged
+    merged = tuple(sorted((*p, sum(v) / len(v)) for p, v in points.items()))
+    return route.CublasModel(device, merged, f"benchmarks/fit_cublas.py over {len(paths)} sweep files")
+
+
+def replay(table: route.CublasModel, paths: list[str], margin: float) -> None:
+    model = best.selector_model(table.device)
+    spec = gpus.detect_gpu(table.device)
+    rule = {"margin": select.DEFAULT_MARGIN, "z": select.UNCERTAINTY_Z}
+    by = collections.defaultdict(list)
+    for r in fs.read_rows(paths):
+        by[fs.shape_key(r)].append(r)
+    out, errors = [], []
+    for key, rows in by.items():
+        pick, _, cublas_ms, choice = fs.pick_for(model, rows, rule)
+        if pick is None:
+            continue
+        m, n, k, dt, _, act, bias, _ = key
+        triton_us = next((s.predicted_us for s in choice.ranked if s.config == choice.config), None)
+        cublas_us = table.predict_us(m, n, k, torch_dtype(dt).itemsize, bool(bias) or act != "none", spec)
+        errors.append(math.log(cublas_us / (cublas_ms * 1000)))
+        to_cublas = triton_us is not None and cublas_us * (1 + margin) < triton_us
+        out.append((key, pick["gpu_ms"], cublas_ms, to_cublas))
+    g = fs.geomean
+    print(f"{len(out)} problems; cuBLAS predicted with RMS log error "
+          f"{math.sqrt(sum(e * e for e in errors) / len(errors)):.3f}")
+    print(f"torch / Triton pick {g(c / p for _, p, c, _ in out):.4f}; torch / auto "
+          f"{g(c / (c if to else p) for _, p, c, to in out):.4f} (margin {margin:.0%}, "
+          f"{sum(to for *_, to in out)} routed to cuBLAS); torch / the faster of the two "
+          f"{g(c / min(p, c) for _, p, c, _ in out):.4f}")
+    worse = sorted(((p / c, key) for key, p, c, to in out if to and c > p * 1.02), reverse=True)
+    print(f"routed to cuBLAS and more than 2 % slower than the Triton pick: {len(worse)}")
+    for ratio, key in worse[:10]:
+        print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]} {key[5]}{' bias' if key[6] else ''}: "
+              f"cuBLAS / Triton time {1 / ratio:.3f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweeps", nargs="+")
+    ap.add_argument("--out", help="write the table here")
+    ap.add_argument("--holdout", nargs="+", default=[], help="sweep files to replay the choice on (left out of the table)")
+    ap.add_argument("--margin", type=float, default=route.MARGIN)
+    args = ap.parse_args(argv)
+    held = set(args.holdout)
+    table = table_from([p for p in args.sweeps if p not in held])
+    print(f"{len(table.points)} points of {table.device}")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(table.to_json())
+    if args.holdout:
+        replay(table, args.holdout, args.margin)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""The backend switch (autokernel.route): where ``auto`` sends a GEMM, the cuBLAS table it
+predicts from, and the torch launch a routed layout runs (under the interpreter: torch's CPU
+kernels against a float32 reference, forward and backward)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import autokernel
+from autokernel import best, gpus, plans, route
+from autokernel.cli import app
+from autokernel.config import KernelConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = "NVIDIA H100 80GB HBM3"
+ACTS = ["none", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu"]
+
+
+@pytest.fixture(autouse=True)
+def _unset():
+    route.use(None)
+    route._warned_values.clear()
+    yield
+    route.use(None)
+
+
+@pytest.fixture
+def to_cublas(monkeypatch):
+    """``auto`` on, and every layout it is asked about sent to cuBLAS."""
+    monkeypatch.setattr(route, "decide", lambda *a, **k: route.Route("cublas", 2.0, 1.0, "test"))
+    route.use("auto")
+
+
+def test_the_backend_comes_from_the_switch_else_the_environment(monkeypatch):
+    assert route.backend() == "triton"
+    monkeypatch.setenv(route.ENV, "auto")
+    assert route.backend() == "auto"
+    route.use("triton")
+    assert route.backend() == "triton"
+    route.use(None)
+    assert route.backend() == "auto"
+    with pytest.raises(ValueError, match="backend must be one of triton, auto"):
+        route.use("cublas")
+
+
+def test_an_unknown_value_in_the_environment_warns_once_and_runs_triton(monkeypatch):
+    monkeypatch.setenv(route.ENV, "fastest")
+    with pytest.warns(RuntimeWarning, match="AUTOKERNEL_BACKEND='fastest' is neither of triton, auto"):
+        assert route.backend() == "triton"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert route.backend() == "triton"
+
+
+def test_switching_the_backend_forgets_the_planned_layouts(device):
+    a, b = torch.randn(8, 16, device=device), torch.randn(16, 8, device=device)
+    autokernel.matmul(a, b)
+    assert plans._PLANS
+    route.use("auto")
+    assert not plans._PLANS
+
+
+def test_the_table_interpolates_between_its_nearest_measurements():
+    spec = gpus.detect_gpu(H100)
+    table = route.CublasModel(H100, ((*route.point(1024, 1024, 1024, False), math.log(2.0)),
+                                     (*route.point(4096, 4096, 4096, False), math.log(1.2)),
+                                     (*route.point(1024, 1024, 1024, True), math.log(3.0))))
+    again = route.CublasModel.from_json(table.to_json())
+    assert again.points == tuple(tuple(round(v, 5) for v in p) for p in table.points)
+    roof = route.roofline_us(1024, 1024, 1024, 2, spec)
+    assert roof == pytest.approx(max(2 * 1024 ** 3 / 989.5e6, 2 * 3 * 1024 ** 2 / 3350e3))
+    # at a measured point its own reading dominates; the epilogue keeps the two apart
+    assert table.predict_us(1024, 1024, 1024, 2, False, spec) == pytest.approx(2.0 * roof, rel=0.01)
+    assert table.predict_us(1024, 1024, 1024, 2, True, spec) == pytest.approx(3.0 * roof, rel=0.01)
+    between = table.inefficiency(2048, 2048, 2048, False)
+    assert math.log(1.2) < between < math.log(2.0)
+
+
+@pytest.mark.parametrize("text, why", [("{", "Expecting"), ('{"schema": 9, "device": "x", "points": []}', "schema 9"),
+                                       ('{"schema": 1, "device": "x", "points": [[1, 2]]}', "five finite")])
+def test_a_broken_table_is_refused_in_one_line_naming_it(text, why):
+    with pytest.raises(ValueError, match=f"t.json is not a cuBLAS table: .*{why}"):
+        route.CublasModel.from_json(text, "t.json")
+
+
+def test_the_shipped_table_carries_to_a_gpu_of_the_same_architecture_only():
+    assert route.cublas_model(H100).device == H100
+    assert route.cublas_model("NVIDIA H200").device == H100
+    assert route.cublas_model("NVIDIA A100-SXM4-80GB") is None
+    assert route.cublas_model("a GPU nobody knows") is None
+
+
+def test_the_table_s_method_predicts_cublas_on_a_draw_left_out_of_it():
+    """The shipped table's recipe (benchmarks/fit_cublas.py) on the recorded sweeps: built
+    without one fresh draw, it predicts that draw's cuBLAS times within 15 % (RMS of the log)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fit_cublas
+
+    results = ROOT / "benchmarks" / "results"
+    held = results / "check_random_h100_27.jsonl"
+    others = [str(p) for p in sorted(results.glob("check_random_h100_*.jsonl")) if p != held]
+    table = fit_cublas.table_from(others + [str(results / "select_train_fit_h100.jsonl")])
+    spec = gpus.detect_gpu(H100)
+    rows = [r for r in fit_cublas.fs.read_rows([str(held)]) if r["config"] is None]
+    assert len(rows) > 40
+    errors = [math.log(table.predict_us(r["m"], r["n"], r["k"], 2, r["bias"] or r["activation"] != "none", spec)
+                       / (r["gpu_ms"] * 1000)) for r in rows]
+    assert math.sqrt(sum(e * e for e in errors) / len(errors)) < 0.15
+
+
+def _pick(m, n, k, dtype=torch.float16, activation="none"):
+    return best.pick(m, n, k, dtype, activation, False, "nt", device=H100, rank=True)
+
+
+def test_auto_routes_where_cublas_is_predicted_faster_by_more_than_the_margin(monkeypatch):
+    found = _pick(1024, 2304, 768)
+    triton_us = next(s.predicted_us for s in found.choice.ranked if s.config == found.config)
+    for ratio, library in ((0.5, "cublas"), (0.95, "triton"), (1.5, "triton")):
+        table = route.CublasModel(H100, ((*route.point(1024, 2304, 768, False), 0.0),))
+        roof = route.roofline_us(1024, 2304, 768, 2, gpus.detect_gpu(H100))
+        table = route.CublasModel(H100, ((*route.point(1024, 2304, 768, False), math.log(ratio * triton_us / roof)),))
+        monkeypatch.setattr(route, "cublas_model", lambda device, t=table: t)
+        where = route.decide(1024, 2304, 768, torch.float16, "none", False, H100, found)
+        assert where.library == library, (ratio, where)
+        assert where.cublas_us == pytest.approx(ratio * triton_us, rel=1e-3)
+
+
+def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
+    assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
+    exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]
+    found = best.pick(exact.M, exact.N, exact.K, torch.float16 if exact.dtype == "float16" else torch.bfloat16,
+                      exact.activation, exact.bias, exact.layout, device=H100, rank=True)
+    assert found.exact
+    where = route.decide(exact.M, exact.N, exact.K, torch.float16, exact.activation, exact.bias, H100, found)
+    assert (where.library, where.reason) == ("triton", "a tuned entry for exactly this problem runs as tuned")
+    nothing = best.pick(512, 512, 512, torch.float16, device="a GPU nobody knows", rank=True)
+    assert route.decide(512, 512, 512, torch.float16, "none", False, "a GPU nobody knows", nothing).library == "triton"
+
+
+def _close(got, want, dtype):
+    """Within the operands' rounding: the norm of the error over the reference's."""
+    bound = 1e-2 if dtype == torch.float16 else 2e-2
+    want = want.detach()
+    assert float((got.detach().float() - want).norm() / want.norm()) < bound
+
+
+def _reference(a, b, bias, act):
+    z = a.float() @ b.float() + (0 if bias is None else bias.float())
+    return autokernel.api.torch_activation(z, act, 0.01)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_routed_matmul_runs_torch_and_matches_the_reference(to_cublas, device, act, dtype):
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(37, 53, generator=g).to(device, dtype)
+    w = torch.randn(29, 53, generator=g).to(device, dtype)  # b = w.t(): nn.Linear's layout
+    bias = torch.randn(29, generator=g).to(device, torch.float32)  # a float32 bias on a half layer
+    out = autokernel.matmul(a, w.t(), bias, act)
+    plan = next(iter(plans._PLANS.values()))
+    assert isinstance(plan.launch, route.TorchLaunch)
+    _close(out, _reference(a, w.t(), bias, act), dtype)
+    into = torch.empty(37, 29, device=device, dtype=dtype)
+    assert autokernel.matmul(a.t().contiguous().t(), w.t(), None, act, out=into) is into
+    _close(into, _reference(a, w.t(), None, act), dtype)
+
+
+@pytest.mark.parametrize("act", ["gelu", "silu", "leaky_relu"])
+def test_a_routed_linear_trains_as_torch_does(to_cublas, device, act):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 19, 40, generator=g).to(device, torch.bfloat16).requires_grad_()
+    w = torch.randn(24, 40, generator=g).to(device, torch.bfloat16).requires_grad_()
+    bias = torch.randn(24, generator=g).to(device, torch.bfloat16).requires_grad_()
+    y = autokernel.linear(x, w, bias, act)
+    assert any(isinstance(p.launch, route.TorchLaunch) for p in plans._PLANS.values())
+    dy = torch.randn(y.shape, generator=g).to(device, torch.bfloat16)
+    y.backward(dy)
+    xr, wr, br = (t.detach().float().requires_grad_() for t in (x, w, bias))
+    yr = autokernel.api.torch_activation(torch.nn.functional.linear(xr, wr, br), act, 0.01)
+    yr.backward(dy.float())
+    _close(y, yr, torch.bfloat16)
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (bias.grad, br.grad)):
+        _close(got, want, torch.bfloat16)
+    # no grad: linear passes weight for weight.t(); the launch restores the view
+    with torch.no_grad():
+        _close(autokernel.linear(x, w, bias, act), yr, torch.bfloat16)
+
+
+def test_a_given_config_and_float32_never_route(to_cublas, device):
+    cfg = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
+    a, b = torch.randn(16, 16, device=device, dtype=torch.float16), torch.randn(16, 16, device=device, dtype=torch.float16)
+    autokernel.matmul(a, b, config=cfg)
+    autokernel.matmul(a[:, ::2], b[::2])  # no unit stride: cuBLAS would copy
+    assert not any(isinstance(p.launch, route.TorchLaunch) for p in plans._PLANS.values())
+
+
+def test_explain_says_where_auto_runs_the_gemm(monkeypatch):
+    runner = CliRunner()
+    out = runner.invoke(app, ["explain", "--m", "1024", "--n", "2304", "--k", "768", "--device", "h100", "--top", "2"])
+    assert out.exit_code == 0, out.output
+    assert "cuBLAS (torch) is predicted" in out.output
+    assert "would run (with AUTOKERNEL_BACKEND=auto) on" in out.output
+    monkeypatch.setenv(route.ENV, "auto")
+    data = __import__("json").loads(runner.invoke(app, ["explain", "--m", "4096", "--n", "4096", "--k", "4096",
+                                                         "--device", "h100", "--json"]).output)
+    assert data["route"]["backend"] == "auto"
+    assert data["route"]["library"] in ("triton", "cublas") and data["route"]["cublas_us"] > 0
