@@ -67,6 +67,9 @@ BUDGET_S = 20.0
 """No new candidate is compiled once this many seconds went into a shape; those compiled
 are raced."""
 INTERPRETER_REPS = 2
+CUBLAS = "cublas"
+"""A candidate that is no config: torch's cuBLAS (``autokernel.route``, the backend "auto").
+A race it wins keeps this name in the config's place."""
 LOCK_TIMEOUT_S = 30.0
 
 _switch: bool | None = None
@@ -195,6 +198,15 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def winner_of(config: dict | str) -> "KernelConfig | str":
+    """An entry's kept winner: a KernelConfig, or ``CUBLAS``."""
+    return CUBLAS if config == CUBLAS else KernelConfig.from_dict(config)
+
+
+def _dump(winner: "KernelConfig | str") -> dict | str:
+    return winner if winner == CUBLAS else winner.model_dump()
+
+
 def _parse(text: str | bytes, head: dict[str, Any] | None, configs: bool = True) -> dict[str, dict]:
     """The entries of a file's text; ValueError saying why it is not a file of ``head``
     (None: of any header). ``configs``: check that each entry's config is a KernelConfig."""
@@ -216,7 +228,7 @@ def _parse(text: str | bytes, head: dict[str, Any] | None, configs: bool = True)
         try:
             key = Key(**entry["key"])
             if configs:
-                KernelConfig.from_dict(entry["config"])
+                winner_of(entry["config"])
             if not isinstance(entry.get("raced"), list) or not isinstance(entry.get("written"), str):
                 raise TypeError("raced or written missing")
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -245,12 +257,12 @@ class Cache:
         self.path = Path(directory) / file_name(head)
         self.off = False
         self._entries: dict[str, dict] | None = None
-        self._winners: dict[str, KernelConfig] = {}
+        self._winners: dict[str, KernelConfig | str] = {}
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
-    def get(self, key: Key) -> KernelConfig | None:
-        """The kept winner of ``key``, or None."""
+    def get(self, key: Key) -> KernelConfig | str | None:
+        """The kept winner of ``key`` (a config or ``CUBLAS``), or None."""
         with self._lock:
             self._load()
             return self._winners.get(key.text())
@@ -260,9 +272,9 @@ class Cache:
         with self._lock:
             return dict(self._load())
 
-    def put(self, key: Key, config: KernelConfig, raced: list[dict]) -> None:
-        """Keep ``config`` as the winner of ``key``, with the race's readings ``raced``."""
-        entry = {"key": asdict(key), "config": config.model_dump(), "raced": raced, "written": _now()}
+    def put(self, key: Key, config: KernelConfig | str, raced: list[dict]) -> None:
+        """Keep ``config`` (or ``CUBLAS``) as the winner of ``key``, with the race's readings ``raced``."""
+        entry = {"key": asdict(key), "config": _dump(config), "raced": raced, "written": _now()}
         with self._lock:
             entries = self._load()
             entries[key.text()] = entry
@@ -283,7 +295,7 @@ class Cache:
             for text_key, other in disk.items():  # what other processes kept meanwhile
                 if text_key not in entries:
                     entries[text_key] = other
-                    self._winners[text_key] = KernelConfig.from_dict(other["config"])
+                    self._winners[text_key] = winner_of(other["config"])
 
     def forget(self) -> None:
         """Drop what was read: the next lookup reads the file again."""
@@ -294,7 +306,7 @@ class Cache:
     def _load(self) -> dict[str, dict]:
         if self._entries is None:
             self._entries = self._read()
-            self._winners = {t: KernelConfig.from_dict(e["config"]) for t, e in self._entries.items()}
+            self._winners = {t: winner_of(e["config"]) for t, e in self._entries.items()}
         return self._entries
 
     def _read(self) -> dict[str, dict]:
@@ -340,17 +352,18 @@ def cache(device: str | None = None) -> Cache:
 # ---- tuning on first use ---------------------------------------------------------------
 
 
-def first_use(key: "Key | Sequence[Any]", candidates: Sequence[KernelConfig],
-              make_call: Callable[[KernelConfig], Callable[[], None]], *, max_candidates: int = MAX_CANDIDATES,
-              budget_s: float = BUDGET_S, device: str | None = None) -> KernelConfig | None:
+def first_use(key: "Key | Sequence[Any]", candidates: Sequence[KernelConfig | str],
+              make_call: Callable[[KernelConfig | str], Callable[[], None]], *, max_candidates: int = MAX_CANDIDATES,
+              budget_s: float = BUDGET_S, device: str | None = None) -> KernelConfig | str | None:
     """The config to launch for ``key`` (a Key, or (m, n, k, dtype, activation, bias, mode)):
     its kept winner; else, where timing is allowed now (``timing_allowed``), the winner of
     a race of the first ``max_candidates`` of ``candidates`` (in the order given, the
     selector's ranking, ties going to the earlier), kept for every later call and process;
     else None, as when every candidate failed: the caller launches its own pick.
 
-    ``make_call(config)`` returns a function of no arguments that runs the kernel with
-    ``config`` on operands of the problem; it is called many times (dozens under CUDA
+    A candidate is a config, or ``CUBLAS`` (torch's cuBLAS, where the backend "auto" may
+    run it: ``autokernel.route``). ``make_call(config)`` returns a function of no arguments
+    that runs the kernel with ``config`` (or cuBLAS) on operands of the problem; it is called many times (dozens under CUDA
     graphs), so it must write to its own output, not the caller's. It is not asked to
     run again once a winner is kept. The caller checks ``enabled()``: this tunes when asked.
     Cost per shape: see the module docstring."""
@@ -379,7 +392,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
-def _race(pool: list[KernelConfig], make_call, budget_s: float) -> tuple[KernelConfig | None, list[dict]]:
+def _race(pool: list[KernelConfig | str], make_call, budget_s: float) -> tuple[KernelConfig | str | None, list[dict]]:
     """(the fastest of ``pool``, what each candidate read: {"config", "ms"} or {"config", "error"})."""
     import torch
 
@@ -387,11 +400,11 @@ def _race(pool: list[KernelConfig], make_call, budget_s: float) -> tuple[KernelC
 
     start = time.monotonic()
     raced: list[dict] = []
-    ready: list[tuple[KernelConfig, Callable[[], None], dict]] = []
+    ready: list[tuple[KernelConfig | str, Callable[[], None], dict]] = []
     for config in pool:
         if ready and time.monotonic() - start > budget_s:
             break
-        row: dict[str, Any] = {"config": config.model_dump()}
+        row: dict[str, Any] = {"config": _dump(config)}
         raced.append(row)
         try:
             fn = make_call(config)
@@ -484,7 +497,7 @@ def entries(path: Path | None = None) -> list[dict[str, Any]]:
         kept = _parse(Path(path).read_bytes(), None)
     out = []
     for _, entry in sorted(kept.items()):
-        config = KernelConfig.from_dict(entry["config"])
+        config = winner_of(entry["config"])
         won = [r.get("ms") for r in entry["raced"] if r.get("config") == entry["config"]]
         out.append({**entry["key"], "config": config, "ms": won[0] if won else None,
                     "raced": sum("ms" in r for r in entry["raced"]), "failed": sum("error" in r for r in entry["raced"]),

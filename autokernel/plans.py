@@ -294,19 +294,21 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
         tma, layout = tma_runs(a, b, c), operand_layout(a, b)
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
                              tma=tma, layout=layout)
-        if config is None and route.backend() == "auto" and _on_cublas(a, b, bias, act, store_z, tma, layout):
-            return GemmPlan((m, n), a.dtype, a.device, store_z,
-                            route.TorchLaunch(a, b, bias is not None, act, slope, store_z))
-        if config is None and autotune.enabled():
-            cfg = _tuned_on_first_use(cfg, a, b, bias, act, slope, store_z, tma, layout)
+        if config is None:
+            auto = route.backend() == "auto" and route.may_run(a, b)
+            won = _tuned_on_first_use(a, b, bias, act, slope, store_z, tma, layout, auto) if autotune.enabled() else None
+            if won is None and auto and _on_cublas(a, b, bias, act, store_z, tma, layout):
+                won = autotune.CUBLAS
+            if won == autotune.CUBLAS:
+                return GemmPlan((m, n), a.dtype, a.device, store_z,
+                                route.TorchLaunch(a, b, bias is not None, act, slope, store_z))
+            cfg = won or cfg
         launch = _plan_kernel(a, b, c, bias, act, slope, cfg, c if store_z else None)
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
 
 
 def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> bool:
     """Whether ``route.decide`` sends this layout to cuBLAS (the backend is "auto")."""
-    if not (route.unit_strided(a) and route.unit_strided(b)):
-        return False
     m, k = a.shape
     n = b.shape[1]
     found = best.ranked(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
@@ -314,29 +316,35 @@ def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> b
     return where.library == "cublas"
 
 
-def _tuned_on_first_use(cfg: KernelConfig, a, b, bias, act: str, slope: float, store_z: bool, tma: bool,
-                        layout: str) -> KernelConfig:
-    """The config tuning on first use keeps for this problem (``autokernel.autotune``):
-    the selector's best few raced on these operands into scratch outputs, once per
-    problem and GPU, the winner kept in the user's cache. ``cfg`` (the selector's pick)
-    where nothing is raced: an exact tuned entry exists, or timing is not allowed now
-    (CUDA-graph capture, torch.compile tracing)."""
+def _tuned_on_first_use(a, b, bias, act: str, slope: float, store_z: bool, tma: bool, layout: str,
+                        cublas: bool) -> KernelConfig | str | None:
+    """What tuning on first use keeps for this problem (``autokernel.autotune``): the
+    selector's best few configs (and, with ``cublas``, torch's cuBLAS: ``autotune.CUBLAS``)
+    raced on these operands into scratch outputs, once per problem and GPU, the winner kept
+    in the user's cache. None where nothing is raced: an exact tuned entry exists, or timing
+    is not allowed now (CUDA-graph capture, torch.compile tracing)."""
     m, k = a.shape
     n = b.shape[1]
     candidates = best.race_candidates(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
     if not candidates:
-        return cfg
+        return None
     key = autotune.Key.of(m, n, k, a.dtype, act, bias is not None,
-                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma"))
+                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma") + ("/auto" if cublas else ""))
 
-    def make_call(config: KernelConfig):
+    def make_call(config: KernelConfig | str):
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
         z = torch.empty((m, n), dtype=a.dtype, device=a.device) if store_z else None
-        launch = _plan_kernel(a, b, out, bias, act, slope, config, z)
+        if config == autotune.CUBLAS:
+            launch = route.TorchLaunch(a, b, bias is not None, act, slope, store_z)
+        else:
+            launch = _plan_kernel(a, b, out, bias, act, slope, config, z)
         args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
         return lambda: launch(*args)
 
-    return autotune.first_use(key, candidates, make_call) or cfg
+    if cublas:
+        return autotune.first_use(key, [*candidates, autotune.CUBLAS], make_call,
+                                  max_candidates=len(candidates) + 1)
+    return autotune.first_use(key, candidates, make_call)
 
 
 def operand_layout(a, b) -> str:

@@ -208,9 +208,10 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
                  f"cuBLAS is not predicted more than {margin:.0%} faster ({triton_us / cublas_us:.2f}x)")
 
 
-def unit_strided(t: torch.Tensor) -> bool:
-    """Whether cuBLAS reads ``t`` in place: row-major or a transposed view (a unit stride)."""
-    return t.stride(1) == 1 or t.stride(0) == 1 or t.numel() == 0
+def may_run(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``auto`` may send a GEMM of these operands to cuBLAS: float16 or bfloat16, each
+    read in place (row-major or a transposed view: a unit stride; others cuBLAS would copy)."""
+    return a.dtype in (torch.float16, torch.bfloat16) and all(t.stride(1) == 1 or t.stride(0) == 1 for t in (a, b))
 
 
 # ---- the torch launch -------------------------------------------------------------------

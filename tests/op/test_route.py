@@ -212,3 +212,42 @@ def test_explain_says_where_auto_runs_the_gemm(monkeypatch):
                                                          "--device", "h100", "--json"]).output)
     assert data["route"]["backend"] == "auto"
     assert data["route"]["library"] in ("triton", "cublas") and data["route"]["cublas_us"] > 0
+
+
+@pytest.mark.parametrize("cublas_fastest", [True, False])
+def test_tuning_on_first_use_under_auto_races_cublas_with_the_configs(monkeypatch, device, cublas_fastest):
+    """With first-use tuning on, ``auto`` times cuBLAS beside the selector's configs on the
+    call's operands and keeps whichever ran fastest (the model is not asked); the kept winner
+    serves later plans and ``autokernel cache info`` lists it."""
+    from autokernel import autotune
+
+    measured = []
+
+    def measure(fns):  # cuBLAS is raced last
+        for fn in fns:
+            fn()
+        measured.append(len(fns))
+        ms = [2.0] * len(fns)
+        ms[-1 if cublas_fastest else 0] = 1.0
+        return ms
+
+    monkeypatch.setattr(autotune, "_measure", measure)
+    monkeypatch.setattr(route, "decide", lambda *a, **k: pytest.fail("the model decided where a race did"))
+    autotune.enable(True)
+    route.use("auto")
+    try:
+        a = torch.randn(24, 20, device=device, dtype=torch.float16)
+        b = torch.randn(28, 20, device=device, dtype=torch.float16).t()
+        out = autokernel.matmul(a, b, None, "silu")
+        _close(out, _reference(a, b, None, "silu"), torch.float16)
+        (plan,) = plans._PLANS.values()
+        assert isinstance(plan.launch, route.TorchLaunch) == cublas_fastest
+        (entry,) = autotune.entries()
+        assert (entry["config"] == autotune.CUBLAS) == cublas_fastest and entry["mode"] == "nt/auto"
+        plans.clear_launch_cache()
+        autokernel.matmul(a, b, None, "silu")
+        assert len(measured) == 1  # read back, not raced again
+        shown = CliRunner().invoke(app, ["cache", "info", "--entries"]).stdout
+        assert ("cublas" in shown) == cublas_fastest
+    finally:
+        autotune.enable(None)
