@@ -312,7 +312,7 @@ def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> b
     m, k = a.shape
     n = b.shape[1]
     found = best.ranked(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
-    where = route.decide(m, n, k, a.dtype, act, bias is not None, runtime.device_name(a.device), found)
+    where = route.decide(m, n, k, a.dtype, act, bias is not None, runtime.device_name(a.device), found, layout)
     return where.library == "cublas"
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from autokernel import best, gpus
+from autokernel import best, gpus, select
 
 ENV = "AUTOKERNEL_BACKEND"
 BACKENDS = ("triton", "auto")
@@ -184,9 +184,17 @@ class Route:
 
 
 def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: str,
-           found: "best.Pick", margin: float = MARGIN) -> Route:
-    """Where ``auto`` runs an M x N x K problem on the GPU named ``device``, whose Triton pick
-    is ``found`` (``best.pick`` with its ranking)."""
+           found: "best.Pick", layout: str = "nt", margin: float = MARGIN,
+           table: CublasModel | None = None) -> Route:
+    """Where ``auto`` runs an M x N x K problem in ``layout`` on the GPU named ``device``,
+    whose Triton pick is ``found`` (``best.pick`` with its ranking); ``table``: cuBLAS's
+    (default ``cublas_model(device)``).
+
+    On a GPU whose table was measured on another (carried), the two libraries are compared
+    where both were measured: the pick's time by the selector model of the table's GPU
+    against the table's prediction there; this GPU's cuBLAS time is then the pick's
+    predicted time here over that ratio. (Replayed on 576 H200 problems: the ratio is off by
+    9-14 % RMS that way, against 17-24 % with cuBLAS's table carried by the datasheets.)"""
     if dtype not in (torch.float16, torch.bfloat16):
         return Route("triton", None, None, "cuBLAS is modelled for float16 and bfloat16 only")
     if found.exact:
@@ -194,13 +202,26 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if found.choice is None:
         return Route("triton", None, None, f"no selector model for {device}")
     triton_us = next((s.predicted_us for s in found.choice.ranked if s.config == found.config), None)
-    table = cublas_model(device)
+    table = table or cublas_model(device)
     spec = gpus.detect_gpu(device)
     if table is None or spec is None:
         return Route("triton", triton_us, None, f"no cuBLAS table for {device}")
-    cublas_us = table.predict_us(m, n, k, dtype.itemsize, bias or activation != "none", spec)
+    epilogue = bias or activation != "none"
     if triton_us is None:
-        return Route("triton", None, cublas_us, "the Triton pick has no prediction")
+        return Route("triton", None, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec),
+                     "the Triton pick has no prediction")
+    measured_on = gpus.detect_gpu(table.device)
+    if measured_on == spec:
+        cublas_us = table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)
+    else:
+        there = best.selector_model(table.device)
+        tma = select.tma_aligned(m, n, k, dtype, layout)
+        pick_there = None if there is None else select.predict_us(there, found.config, m, n, k, dtype, tma=tma,
+                                                                      layout=layout)
+        if pick_there is None:
+            return Route("triton", triton_us, None, f"the pick has no prediction on {table.device}, where cuBLAS "
+                         "was measured")
+        cublas_us = triton_us * table.predict_us(m, n, k, dtype.itemsize, epilogue, measured_on) / pick_there
     if cublas_us * (1 + margin) < triton_us:
         return Route("cublas", triton_us, cublas_us,
                      f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})")

@@ -839,3 +839,12 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
                       f"{margin:.0%} of the default's", scores)
     reason = f"predicted {best_us:.1f} µs" + (f", the default {default_us:.1f} µs" if default_us is not None else "")
     return Choice(best.config, "selected" if best_source == "candidate" else best_source, reason, scores)
+
+
+def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool,
+               layout: str = "nn") -> float | None:
+    """``model``'s predicted µs of ``config`` on an M x N x K problem in ``layout`` (``choose``'s
+    arithmetic, on that config alone); None where the model cannot score it."""
+    choice = choose(model, m, n, k, dtype, tma=tma, default=config, fits=lambda c: c is config,
+                    aligned=rows_aligned(k, layout), b_rows=b_row_major(layout))
+    return next((us for us, _, source in choice.scores if source == "default"), None)

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_selector as fs  # noqa: E402  (the replay's pick, as the selector's checks make it)
 
 from autokernel import best, gpus, route, select  # noqa: E402
+from autokernel.config import KernelConfig  # noqa: E402
 from autokernel.records import torch_dtype  # noqa: E402
 
 
@@ -51,24 +52,27 @@ def table_from(paths: list[str]) -> route.CublasModel:
     return route.CublasModel(device, merged, f"benchmarks/fit_cublas.py over {len(paths)} sweep files")
 
 
-def replay(table: route.CublasModel, paths: list[str], margin: float) -> None:
-    model = best.selector_model(table.device)
-    spec = gpus.detect_gpu(table.device)
+def replay(table: route.CublasModel, paths: list[str], margin: float, device: str | None = None) -> None:
+    """The replay on ``paths`` (sweeps of ``device``, default the table's GPU: another is
+    predicted with the table carried there, and with its selector model, as ``matmul`` would)."""
+    device = device or table.device
+    model = best.selector_model(device)
     rule = {"margin": select.DEFAULT_MARGIN, "z": select.UNCERTAINTY_Z}
     by = collections.defaultdict(list)
     for r in fs.read_rows(paths):
         by[fs.shape_key(r)].append(r)
     out, errors = [], []
     for key, rows in by.items():
-        pick, _, cublas_ms, choice = fs.pick_for(model, rows, rule)
+        pick, default, cublas_ms, choice = fs.pick_for(model, rows, rule)
         if pick is None:
             continue
-        m, n, k, dt, _, act, bias, _ = key
-        triton_us = next((s.predicted_us for s in choice.ranked if s.config == choice.config), None)
-        cublas_us = table.predict_us(m, n, k, torch_dtype(dt).itemsize, bool(bias) or act != "none", spec)
-        errors.append(math.log(cublas_us / (cublas_ms * 1000)))
-        to_cublas = triton_us is not None and cublas_us * (1 + margin) < triton_us
-        out.append((key, pick["gpu_ms"], cublas_ms, to_cublas))
+        m, n, k, dt, layout, act, bias, _ = key
+        found = best.Pick(choice.config, choice.source, choice.reason, KernelConfig.from_dict(default["config"]), False,
+                          choice)
+        where = route.decide(m, n, k, torch_dtype(dt), act, bool(bias), device, found, layout, margin, table)
+        if where.cublas_us is not None:
+            errors.append(math.log(where.cublas_us / (cublas_ms * 1000)))
+        out.append((key, pick["gpu_ms"], cublas_ms, where.library == "cublas"))
     g = fs.geomean
     print(f"{len(out)} problems; cuBLAS predicted with RMS log error "
           f"{math.sqrt(sum(e * e for e in errors) / len(errors)):.3f}")
@@ -89,8 +93,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the table here")
     ap.add_argument("--holdout", nargs="+", default=[], help="sweep files to replay the choice on (left out of the table)")
     ap.add_argument("--margin", type=float, default=route.MARGIN)
+    ap.add_argument("--table", help="replay with this table (a file) instead of one built from the sweeps")
     args = ap.parse_args(argv)
     held = set(args.holdout)
+    if args.table:
+        table = route.CublasModel.from_json(Path(args.table).read_text(), args.table)
+        device = fs.read_rows(args.holdout[:1])[0]["device"] if args.holdout else None
+        replay(table, args.holdout, args.margin, device)
+        return 0
     table = table_from([p for p in args.sweeps if p not in held])
     print(f"{len(table.points)} points of {table.device}")
     if args.out:

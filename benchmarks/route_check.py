@@ -61,7 +61,7 @@ def check(p: Problem, first_use: bool) -> dict:
         autotune.enable(None)
     found = best.ranked(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, a0.device,
                         tma=tma_runs(a0, b0, sets[0][3]), layout=p.layout)
-    why = route.decide(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, runtime.device_name(), found)
+    why = route.decide(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, runtime.device_name(), found, p.layout)
     rows = [{"label": "triton"}, {"label": "auto"}]
     runs = [(rows[0], lambda a, b, bias, out=None: triton.run(a, b, bias, out)[0]),
             (rows[1], lambda a, b, bias, out=None: auto.run(a, b, bias, out)[0])]
@@ -113,6 +113,9 @@ def main(argv=None) -> int:
     ap.add_argument("--first-use", action="store_true",
                     help="also time auto with tuning on first use (a fresh cache directory of its own)")
     args = ap.parse_args(argv)
+    if runtime.INTERPRETER:
+        print("error: the check times kernels on a GPU", file=sys.stderr)
+        return 2
     if args.first_use:
         os.environ["AUTOKERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="route-check-")
     records = []

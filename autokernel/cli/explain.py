@@ -109,7 +109,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
                              -(-k // winner.block_k))
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
-    where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found)
+    where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},

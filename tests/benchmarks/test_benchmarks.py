@@ -66,6 +66,26 @@ def test_fuzz_runs_and_passes_on_the_interpreter():
     assert ", 0 failed" in proc.stdout and "edge cases" in proc.stdout, proc.stdout
 
 
+def test_fit_cublas_builds_a_table_and_replays_the_auto_backend(tmp_path):
+    held = str(BENCH / "results" / "check_random_h100_27.jsonl")
+    fits = [str(BENCH / "results" / f"check_random_h100_{i}.jsonl") for i in (24, 25, 26)]
+    out = tmp_path / "cublas.json"
+    proc = _run(str(BENCH / "fit_cublas.py"), *fits, held, "--holdout", held, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "57 problems; cuBLAS predicted with RMS log error" in proc.stdout
+    assert "torch / Triton pick" in proc.stdout and "routed to cuBLAS" in proc.stdout
+    from autokernel import route
+
+    table = route.CublasModel.from_json(out.read_text())
+    assert table.device == "NVIDIA H100 80GB HBM3" and 150 < len(table.points) <= 207  # the three fitted draws
+
+
+def test_route_check_needs_a_gpu():
+    proc = _run(str(BENCH / "route_check.py"), "--shapes", str(ROOT / "configs" / "shapes" / "broad.csv"),
+                "--out", os.devnull)
+    assert proc.returncode == 2 and "GPU" in proc.stderr
+
+
 def test_select_sweep_needs_a_gpu():
     proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull)
     assert proc.returncode == 2 and "GPU" in proc.stderr

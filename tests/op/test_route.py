@@ -132,6 +132,24 @@ def test_auto_routes_where_cublas_is_predicted_faster_by_more_than_the_margin(mo
         assert where.cublas_us == pytest.approx(ratio * triton_us, rel=1e-3)
 
 
+def test_on_a_carried_gpu_the_two_libraries_are_compared_where_cublas_was_measured():
+    """An H200 has no table of its own: the pick's predicted time on the H100 (its model)
+    against the H100 table's cuBLAS time sets the ratio; the H200's cuBLAS time is the pick's
+    predicted time there over that ratio."""
+    from autokernel import select
+
+    h200 = "NVIDIA H200"
+    found = best.pick(2048, 2304, 768, torch.bfloat16, "none", False, "nt", device=h200, rank=True)
+    here = next(s.predicted_us for s in found.choice.ranked if s.config == found.config)
+    there = select.predict_us(best.selector_model(H100), found.config, 2048, 2304, 768, torch.bfloat16,
+                              tma=True, layout="nt")
+    cublas_there = route.cublas_model(H100).predict_us(2048, 2304, 768, 2, False, gpus.detect_gpu(H100))
+    where = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt")
+    assert where.triton_us == here and there != here
+    assert where.cublas_us == pytest.approx(here * cublas_there / there, rel=1e-9)
+    assert where.library == ("cublas" if where.cublas_us * 1.1 < here else "triton")
+
+
 def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
     assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
     exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]
