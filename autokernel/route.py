@@ -5,11 +5,14 @@ clearly faster. Off by default: every GEMM runs on the Triton kernels.
 turns it on. Then each float16 / bfloat16 GEMM given no config compares two predictions once
 per layout: the selector model's time for the config it picks (``best``), and cuBLAS's time
 from a table of cuBLAS measurements on the GPU (``CublasModel``: GPU time over the datasheet
-roofline, interpolated between the nearest measured shapes). Where cuBLAS is predicted more
+roofline, interpolated between the nearest measured shapes; on a GPU of the same architecture
+with no table, the two are compared where the table was measured). Where cuBLAS is predicted more
 than ``MARGIN`` faster, the layout runs on torch (``torch.mm`` / ``torch.addmm`` and the
 activation in place, as eager PyTorch runs it; ``TorchLaunch``), forward and backward alike.
 A config given by the caller, a tuned entry for exactly the problem, float32, operands with
-no unit stride, and a GPU with no table stay on Triton.
+no unit stride, and a GPU with no table (nor one of its architecture) stay on Triton. With
+tuning on first use also on (``autokernel.autotune``), cuBLAS is raced beside the selector's
+best configs on the call's operands instead, and the faster kept.
 
 Why: the Triton kernels trail cuBLAS on many mid-size problems (1-3 waves of tiles on the
 SMs; docs/kernel-notes.md), and a layer swapped for autokernel's should not run slower than
@@ -95,8 +98,7 @@ class CublasModel:
     """cuBLAS's GPU time on one GPU, from measurements: per measured problem its ``point``
     and the log of its time over the roofline (the inefficiency; ``roofline_us`` on the
     measured GPU's datasheet). A prediction weights the ``NEAREST`` measured problems by
-    inverse distance and scales the roofline of the GPU asked about, so that a table carries
-    to a GPU of the same architecture by the datasheets' ratios."""
+    inverse distance and scales the roofline of the GPU asked about."""
 
     device: str
     points: tuple[tuple[float, float, float, float, float], ...]
@@ -154,7 +156,8 @@ def _load(path: Path) -> CublasModel:
 
 def cublas_model(device: str) -> CublasModel | None:
     """The cuBLAS table for the GPU named ``device``: the one measured on it, else one of a
-    GPU of the same architecture (carried by the datasheets' ratios); None where neither."""
+    GPU of the same architecture (``decide`` compares the libraries on that GPU); None where
+    neither."""
     own = DATA_DIR / f"{best.device_key(device)}.json"
     if own.is_file():
         return _load(own)
