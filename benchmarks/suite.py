@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if runtime.INTERPRETER and not args.interpret:
         return _refuse("no GPU here: pass --interpret to run (tiny) suites under Triton's interpreter")
+    from autokernel import route
+
+    route.use("triton")  # the suite reports the Triton kernels, whatever $AUTOKERNEL_BACKEND says
     if args.interpret and not runtime.INTERPRETER:
         return _refuse("--interpret needs TRITON_INTERPRET=1 set before triton is imported")
     if args.time_budget is not None and args.time_budget <= 0:

@@ -8,7 +8,7 @@ os.environ["COLUMNS"] = "200"
 
 import pytest  # noqa: E402
 
-from autokernel import api, runtime  # noqa: E402
+from autokernel import api, route, runtime  # noqa: E402
 from tests.helpers import synthetic_sweep  # noqa: E402
 
 
@@ -42,5 +42,7 @@ def sweep(tmp_path):
 
 @pytest.fixture(autouse=True)
 def _fresh_launch_cache():
-    """Tests that patch a kernel launcher must not meet a plan cached by an earlier test."""
+    """Tests that patch a kernel launcher must not meet a plan cached by an earlier test, nor
+    a backend an earlier one switched to."""
+    route.use(None)
     api.clear_launch_cache()

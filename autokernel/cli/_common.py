@@ -204,12 +204,22 @@ RepeatOpt = Annotated[
 
 
 def require_timing_mode(interpret: bool) -> None:
-    """Refuse to time when the kernels would not run where the user asked (exit 2)."""
+    """Refuse to time when the kernels would not run where the user asked (exit 2); then
+    ``triton_only``: what the command times is the Triton kernels."""
     from autokernel import runtime
 
     if runtime.INTERPRETER and not interpret:
         fail("no GPU here: kernels would run under Triton's interpreter; pass --interpret to time small problems on the CPU")
     require_interpreter_if_asked(interpret)
+    triton_only()
+
+
+def triton_only() -> None:
+    """Every GEMM this process plans runs on the Triton kernels, whatever ``$AUTOKERNEL_BACKEND``
+    says: the commands that check and time the kernels report the kernels' own figures."""
+    from autokernel import route
+
+    route.use("triton")
 
 
 def require_kernel_device() -> None:

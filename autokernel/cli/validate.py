@@ -36,6 +36,7 @@ from autokernel.cli._common import (
     user_errors,
     check_interpreter_budget,
     require_interpreter_if_asked,
+    triton_only,
 )
 from autokernel.history import make_row
 from autokernel.records import LAYOUTS, KernelConfig, Problem, normalize_activation, parse_dtype
@@ -187,6 +188,7 @@ def validate(
         if seed is not None and not -2 ** 63 <= seed < 2 ** 63 - 2 ** 32:
             raise ValueError(f"--seed must fit in 64 bits (each case adds its index), got {seed}")
         require_interpreter_if_asked(interpret)
+        triton_only()
         problems = build_suite(sizes, dtypes, acts, bias, layout)
         store = history_store(history)
     if not problems:

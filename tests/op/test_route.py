@@ -269,3 +269,23 @@ def test_tuning_on_first_use_under_auto_races_cublas_with_the_configs(monkeypatc
         assert ("cublas" in shown) == cublas_fastest
     finally:
         autotune.enable(None)
+
+
+def test_the_measuring_commands_time_the_triton_kernels_whatever_the_backend(monkeypatch):
+    """bench --backward lets linear pick dX's and dW's configs: under auto those could go to
+    cuBLAS and be reported as the Triton kernels'. The measuring commands pin the backend."""
+    monkeypatch.setattr(route, "decide", lambda *a, **k: route.Route("cublas", 2.0, 1.0, "test"))
+    monkeypatch.setenv(route.ENV, "auto")
+    launched = []
+    real = route.TorchLaunch.__call__
+    monkeypatch.setattr(route.TorchLaunch, "__call__", lambda self, *a: launched.append(1) or real(self, *a))
+    for args in (["bench", "--interpret", "--m", "24", "--n", "16", "--k", "32", "--backward", "-d", "bf16"],
+                 ["validate", "--interpret", "-s", "16"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert route.backend() == "triton"
+        route.use(None)
+    assert launched == []
+    a = torch.randn(16, 16, dtype=torch.float16, device=autokernel.runtime.kernel_device())
+    autokernel.matmul(a, a)
+    assert launched == [1]  # the check above can see a routed launch
