@@ -286,3 +286,12 @@ def test_race_entries_judges_each_entry_with_its_twin_left_out_and_drops_the_slo
     assert kept == [e for e in entries if final[(e["M"], e["N"], e["K"], e["dtype"], e["activation"], e["bias"],
                                                  e["layout"])] != "slower"]
     assert 0 < len(kept) < len(entries)
+
+
+def test_model_step_checks_its_arguments_and_needs_a_gpu():
+    proc = _run(str(BENCH / "model_step.py"), "--out", os.devnull, "--models", "gpt5")
+    assert proc.returncode == 2 and "unknown model 'gpt5'; known: gpt2" in proc.stderr
+    proc = _run(str(BENCH / "model_step.py"), "--out", os.devnull, "--tokens", "4k")
+    assert proc.returncode == 2 and "--tokens takes integers" in proc.stderr
+    proc = _run(str(BENCH / "model_step.py"), "--out", os.devnull)
+    assert proc.returncode == 2 and "GPU" in proc.stderr

@@ -54,7 +54,7 @@ def matmul_tma_variants():
     bm, bn, bk = 128, 256, 64
     plain = [(dtype, act, a_trans, b_trans, False, 1, False, 8, 3) for dtype, act, a_trans, b_trans in [
         ("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
-        ("float16", "none", False, False), ("bfloat16", "relu", True, True)]]
+        ("float16", "none", False, False), ("bfloat16", "relu", True, True), ("bfloat16", "gelu", False, True)]]
     options = [("float16", "none", False, False, True, 1, False, 4, 3),
                ("bfloat16", "gelu_tanh", False, True, True, 1, False, 4, 3),
                ("float16", "none", False, False, False, 2, False, 8, 4),
@@ -191,6 +191,7 @@ def variants():
 # (kernels/epilogue.py: what was measured on the H100): {activation: (wanted, refused)}.
 _MUFU = {
     "relu": (("max.NaN.f32",), ()),  # NaN stays NaN, as in torch.relu
+    "gelu": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ()),  # erfc's fit, not libdevice's erf
     "gelu_tanh": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ("tanh.approx",)),
     "silu": (("ex2.approx.ftz.f32", "rcp.approx.ftz.f32"), ("tanh.approx",)),
 }

@@ -1,0 +1,118 @@
+"""One training step of a model's linear layers, side by side: torch (``nn.Linear`` and the
+activation, cuBLAS), autokernel on the Triton kernels (``autokernel.nn.swap_linear``), and
+autokernel under ``AUTOKERNEL_BACKEND=auto`` (Triton or cuBLAS per GEMM, ``autokernel.route``).
+On the GPU machine:
+
+    python3 benchmarks/model_step.py --out step.jsonl [--models gpt2,bert-large,llama3-8b] [--tokens 4096,8192]
+
+Each model is the linear layers of one transformer block, each fed its own input (tokens x
+in_features, bfloat16, requiring grad as inside a network) and its own output gradient:
+forward, then backward (dX, dW, db). The step's GPU time (CUDA graphs of whole steps,
+interleaved rounds: ``timing.race``) and wall time per step (back to back from Python,
+``timing.wall_race``; each variant alone, one after the other, since the backend is one
+switch per process) for each of the three, and how many of the block's GEMMs ``auto`` sent
+to cuBLAS. One JSON line per model and token count, flushed as measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+
+import torch
+
+from autokernel import nn as aknn
+from autokernel import plans, route, runtime
+from autokernel.timing import race, wall_race
+
+MODELS = {  # (in, out, bias, activation module) per linear layer of one block
+    "gpt2": [(768, 2304, True, None), (768, 768, True, None), (768, 3072, True, "gelu_tanh"), (3072, 768, True, None)],
+    "bert-large": [(1024, 3072, True, None), (1024, 1024, True, None), (1024, 4096, True, "gelu"),
+                   (4096, 1024, True, None)],
+    "llama3-8b": [(4096, 6144, False, None), (4096, 4096, False, None), (4096, 14336, False, "silu"),
+                  (4096, 14336, False, None), (14336, 4096, False, None)],
+}
+
+
+def block(name: str) -> torch.nn.ModuleList:
+    layers = torch.nn.ModuleList()
+    for fan_in, fan_out, bias, act in MODELS[name]:
+        linear = torch.nn.Linear(fan_in, fan_out, bias=bias)
+        mods = [linear] + ([] if act is None else [
+            torch.nn.GELU(approximate="tanh") if act == "gelu_tanh" else torch.nn.GELU() if act == "gelu" else torch.nn.SiLU()])
+        layers.append(torch.nn.Sequential(*mods))
+    return layers.to("cuda", torch.bfloat16)
+
+
+def step_fn(layers: torch.nn.ModuleList, xs: list, dys: list, backend: str | None):
+    def step():
+        if backend is not None and route.backend() != backend:
+            route.use(backend)  # one switch per change of variant (it forgets the launch plans)
+        for layer, x, dy in zip(layers, xs, dys):
+            layer(x).backward(dy)
+    return step
+
+
+def measure(name: str, tokens: int) -> dict:
+    torch.manual_seed(0)
+    base = block(name)
+    xs = [torch.randn(tokens, fan_in, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+          for fan_in, *_ in MODELS[name]]
+    dys = [torch.randn(tokens, fan_out, device="cuda", dtype=torch.bfloat16) for _, fan_out, *_ in MODELS[name]]
+    ours = aknn.swap_linear(copy.deepcopy(base))
+    steps = [step_fn(base, xs, dys, None), step_fn(ours, xs, dys, "triton"), step_fn(ours, xs, dys, "auto")]
+    route.use("auto")
+    plans.clear_launch_cache()
+    steps[2]()
+    gemms = [p for p in plans._PLANS.values() if isinstance(p, plans.GemmPlan)]
+    routed = sum(isinstance(p.launch, route.TorchLaunch) for p in gemms)
+    planned = len(gemms)
+    gpu = race(steps, rounds=20, segment_ms=5.0)
+    # Wall time: each variant alone, so that no switch of the backend (which forgets the
+    # launch plans) falls inside its calls: one after the other, not interleaved.
+    wall = [wall_race([fn])[0] for fn in steps]
+    flop = sum(6 * tokens * fan_in * fan_out for fan_in, fan_out, *_ in MODELS[name])
+    return {"model": name, "tokens": tokens, "device": runtime.device_name(), "gemm_plans": planned,
+            "routed_to_cublas": routed, "flop": flop,
+            **{f"{k}_gpu_ms": v for k, v in zip(("torch", "triton", "auto"), gpu)},
+            **{f"{k}_wall_ms": v for k, v in zip(("torch", "triton", "auto"), wall)}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--tokens", default="4096,8192")
+    args = ap.parse_args(argv)
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        print(f"error: unknown model {unknown[0]!r}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    try:
+        tokens = [int(t) for t in args.tokens.split(",")]
+    except ValueError:
+        print(f"error: --tokens takes integers separated by commas, got {args.tokens!r}", file=sys.stderr)
+        return 2
+    if runtime.INTERPRETER:
+        print("error: the step is timed on a GPU", file=sys.stderr)
+        return 2
+    print(f"{'model':12} {'tokens':>6} {'torch/triton':>13} {'torch/auto':>11} {'GEMMs on cuBLAS':>16}  (GPU time; wall)")
+    with open(args.out, "w") as f:
+        for name in models:
+            for t in tokens:
+                r = measure(name, t)
+                f.write(json.dumps(r) + "\n")
+                f.flush()
+                print(f"{name:12} {t:6d} {r['torch_gpu_ms'] / r['triton_gpu_ms']:13.3f} "
+                      f"{r['torch_gpu_ms'] / r['auto_gpu_ms']:11.3f} {r['routed_to_cublas']:>9d} of {r['gemm_plans']:<4d}"
+                      f"  (wall {r['torch_wall_ms'] / r['triton_wall_ms']:.3f}, {r['torch_wall_ms'] / r['auto_wall_ms']:.3f})",
+                      flush=True)
+    route.use(None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
