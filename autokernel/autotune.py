@@ -363,8 +363,9 @@ def first_use(key: "Key | Sequence[Any]", candidates: Sequence[KernelConfig | st
 
     A candidate is a config, or ``CUBLAS`` (torch's cuBLAS, where the backend "auto" may
     run it: ``autokernel.route``). ``make_call(config)`` returns a function of no arguments
-    that runs the kernel with ``config`` (or cuBLAS) on operands of the problem; it is called many times (dozens under CUDA
-    graphs), so it must write to its own output, not the caller's. It is not asked to
+    that runs the kernel with ``config`` (or cuBLAS) on operands of the problem; it is
+    called many times (dozens under CUDA graphs), so it must write to its own output, not
+    the caller's. It is not asked to
     run again once a winner is kept. The caller checks ``enabled()``: this tunes when asked.
     Cost per shape: see the module docstring."""
     key = _as_key(key)
