@@ -42,8 +42,9 @@ SCHEMA = 1
 DATA_DIR = best.SHIPPED_DIR / "cublas"
 NEAREST = 8
 EPILOGUE_WEIGHT = 4.0
-"""A problem with a bias or an activation is this far (squared, in the distance of log sizes)
-from one without: torch runs a second kernel for the epilogue, so the two are measured apart."""
+"""A problem with an activation is this far (squared, in the distance of log sizes) from one
+without: torch runs it as a second kernel, so the two are measured apart. A bias alone is no
+epilogue here: torch.addmm adds it inside cuBLAS's kernel."""
 
 _switch: str | None = None
 ON_CHANGE: list = []
@@ -144,8 +145,8 @@ class CublasModel:
         return float((weights * pts[near, 4]).sum() / weights.sum())
 
     def predict_us(self, m: int, n: int, k: int, itemsize: int, epilogue: bool, spec: gpus.GpuSpec) -> float:
-        """cuBLAS's predicted GPU time per call, µs, on ``spec``'s GPU (torch.mm, or
-        torch.addmm and the activation where there is an ``epilogue``)."""
+        """cuBLAS's predicted GPU time per call, µs, on ``spec``'s GPU (torch.mm or
+        torch.addmm, and the activation's own kernel where there is an ``epilogue``)."""
         return roofline_us(m, n, k, itemsize, spec) * math.exp(self.inefficiency(m, n, k, epilogue))
 
 
@@ -209,7 +210,7 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     spec = gpus.detect_gpu(device)
     if table is None or spec is None:
         return Route("triton", triton_us, None, f"no cuBLAS table for {device}")
-    epilogue = bias or activation != "none"
+    epilogue = activation != "none"  # torch.addmm adds a bias in cuBLAS's own epilogue: one kernel
     if triton_us is None:
         return Route("triton", None, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")

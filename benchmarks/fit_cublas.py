@@ -43,7 +43,7 @@ def table_from(paths: list[str]) -> route.CublasModel:
         raise SystemExit(f"{device} is not in the datasheet table (autokernel/gpus.py)")
     points = {}
     for r in rows:
-        epilogue = bool(r.get("bias")) or r.get("activation", "none") != "none"
+        epilogue = r.get("activation", "none") != "none"  # as route.decide: a bias is cuBLAS's own epilogue
         p = route.point(r["m"], r["n"], r["k"], epilogue)
         roof = route.roofline_us(r["m"], r["n"], r["k"], torch_dtype(r["dtype"]).itemsize, spec)
         points.setdefault(p, []).append(math.log(r["gpu_ms"] * 1000 / roof))

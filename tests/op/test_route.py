@@ -150,6 +150,15 @@ def test_on_a_carried_gpu_the_two_libraries_are_compared_where_cublas_was_measur
     assert where.library == ("cublas" if where.cublas_us * 1.1 < here else "triton")
 
 
+def test_a_bias_alone_costs_cublas_nothing_but_an_activation_does():
+    """torch.addmm adds the bias in cuBLAS's own epilogue; an activation is a second kernel."""
+    found = _pick(2048, 2304, 768)
+    plain = route.decide(2048, 2304, 768, torch.float16, "none", False, H100, found, "nt")
+    biased = route.decide(2048, 2304, 768, torch.float16, "none", True, H100, found, "nt")
+    activated = route.decide(2048, 2304, 768, torch.float16, "relu", True, H100, found, "nt")
+    assert plain.cublas_us == biased.cublas_us < activated.cublas_us
+
+
 def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
     assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
     exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]
