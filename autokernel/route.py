@@ -198,7 +198,7 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     where both were measured: the pick's time by the selector model of the table's GPU
     against the table's prediction there; this GPU's cuBLAS time is then the pick's
     predicted time here over that ratio. (Replayed on 576 H200 problems: the ratio is off by
-    9-14 % RMS that way, against 17-24 % with cuBLAS's table carried by the datasheets.)"""
+    7-12 % RMS that way, against 17-24 % with cuBLAS's table carried by the datasheets.)"""
     if dtype not in (torch.float16, torch.bfloat16):
         return Route("triton", None, None, "cuBLAS is modelled for float16 and bfloat16 only")
     if found.exact:
