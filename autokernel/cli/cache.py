@@ -46,7 +46,7 @@ def info(
     if json_out:
         print_json({"directory": str(directory),
                     "files": [{**f, "path": str(f["path"]),
-                               **({"winners": [{**w, "config": w["config"] if isinstance(w["config"], str) else w["config"].model_dump()} for w in listed[f["path"]]]}
+                               **({"winners": [{**w, "config": _as_json(w["config"])} for w in listed[f["path"]]]}
                                   if f["path"] in listed else {})}
                               for f in files]})
         return
@@ -68,7 +68,7 @@ def info(
             table.add_column(name, justify="right" if name in ("M", "N", "K", "ms", "raced", "failed") else "left")
         for w in rows:
             table.add_row(str(w["m"]), str(w["n"]), str(w["k"]), w["dtype"], w["activation"], "yes" if w["bias"] else "no",
-                          w["mode"] or "-", w["config"] if isinstance(w["config"], str) else w["config"].short(), fmt(w["ms"], 4), str(w["raced"]), str(w["failed"]),
+                          w["mode"] or "-", _label(w["config"]), fmt(w["ms"], 4), str(w["raced"]), str(w["failed"]),
                           w["written"])
         print_table(table)
 
@@ -110,6 +110,16 @@ def clear(
     entries = sum(f["entries"] for f in deleted)
     err_console.print(f"deleted {len(deleted)} file(s), {entries} kept entr{'y' if entries == 1 else 'ies'} ({what}) "
                       f"from {directory}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _as_json(winner) -> dict | str:
+    """A first-use winner as JSON: a config's fields, or "cublas"."""
+    return winner if isinstance(winner, str) else winner.model_dump()
+
+
+def _label(winner) -> str:
+    """A first-use winner as the tables name it: a config's short label, or "cublas"."""
+    return winner if isinstance(winner, str) else winner.short()
 
 
 def register(app: typer.Typer) -> None:
