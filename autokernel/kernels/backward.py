@@ -16,6 +16,7 @@ epilogue stores Z beside Y when backward needs it (gelu, gelu_tanh, silu).
 import triton
 import triton.language as tl
 
+from autokernel import runtime
 from autokernel.kernels.epilogue import activation_grad
 from autokernel.kernels.launch import KernelLaunch, hash_callees_first
 
@@ -68,7 +69,13 @@ def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_s
     """
     M, N = dy.shape
     block_m, block_n = (16, 64) if interpret else (32, 128)
-    row_tiles = min(8, triton.cdiv(M, block_m))  # rows per program: fewer partial sums
+    if interpret:
+        row_tiles = min(8, triton.cdiv(M, block_m))  # rows per program: fewer partial sums
+    else:
+        # Up to 8 row tiles per program, as long as the grid keeps 8 programs per SM: a pass
+        # of few programs each walking many rows waits on memory (docs/backward.md).
+        tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+        row_tiles = max(1, min(8, tiles // (8 * runtime.sm_count())))
     z_ = z if grad_activation != "none" else dy
     dz_ = dz if dz is not None else dy
     return KernelLaunch(
