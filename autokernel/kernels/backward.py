@@ -58,6 +58,14 @@ def _activation_grad_kernel(
         tl.store(partial_ptr + pid_m * N + offs_n, col_acc, mask=n_ok)
 
 
+def row_tiles_for(m: int, n: int, sms: int, block_m: int = 32, block_n: int = 128) -> int:
+    """Row tiles per program of the pass on a GPU of ``sms`` SMs: up to 8 (fewer partial
+    sums), as long as the grid keeps 8 programs per SM; a pass of few programs, each walking
+    many rows, waits on memory (docs/backward.md)."""
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    return max(1, min(8, tiles // (8 * sms)))
+
+
 def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_sum: bool,
                          interpret: bool) -> KernelLaunch:
     """The launch of dZ = dY * act'(Z) for tensors laid out like these, called as
@@ -69,13 +77,9 @@ def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_s
     """
     M, N = dy.shape
     block_m, block_n = (16, 64) if interpret else (32, 128)
-    if interpret:
-        row_tiles = min(8, triton.cdiv(M, block_m))  # rows per program: fewer partial sums
-    else:
-        # Up to 8 row tiles per program, as long as the grid keeps 8 programs per SM: a pass
-        # of few programs each walking many rows waits on memory (docs/backward.md).
-        tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
-        row_tiles = max(1, min(8, tiles // (8 * runtime.sm_count())))
+    # The interpreter's programs run one after another: there, as many rows per program as
+    # the cap allows (fewer partial sums).
+    row_tiles = min(8, triton.cdiv(M, block_m)) if interpret else row_tiles_for(M, N, runtime.sm_count())
     z_ = z if grad_activation != "none" else dy
     dz_ = dz if dz is not None else dy
     return KernelLaunch(

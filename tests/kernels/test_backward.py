@@ -298,3 +298,14 @@ def test_bias_of_another_dtype_is_added_in_float32_and_gets_its_own_gradient():
     z = x.detach().float() @ w.detach().float().t() + b.detach()
     want = (dy.float() * torch.sigmoid(z) * (1 + z * (1 - torch.sigmoid(z)))).sum(0)
     assert_close(b.grad, want, torch.float16, "dbias")
+
+
+def test_the_pass_keeps_eight_programs_per_sm_before_it_gives_a_program_more_rows():
+    from autokernel.kernels.backward import row_tiles_for
+
+    # GPT-2's layers at 2048 tokens on 132 SMs: 64 row tiles x 6-24 column tiles, one row each
+    assert [row_tiles_for(2048, n, 132) for n in (768, 2304, 3072)] == [1, 1, 1]
+    # larger problems: more rows per program, never more than 8
+    assert row_tiles_for(8192, 3072, 132) == 5 and row_tiles_for(8192, 4096, 132) == 7
+    assert row_tiles_for(65536, 8192, 132) == 8
+    assert row_tiles_for(1, 1, 132) == 1
