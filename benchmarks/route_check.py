@@ -32,14 +32,7 @@ from select_sweep import input_sets, race_checked, shapes_within  # noqa: E402
 from autokernel import autotune, best, route, runtime  # noqa: E402
 from autokernel.plans import clear_launch_cache, gemm_plan, tma_runs  # noqa: E402
 from autokernel.records import Problem  # noqa: E402
-
-
-def problem_class(p: Problem) -> str:
-    if p.m <= 64:
-        return "decode"
-    if p.m <= 256:
-        return "skinny"
-    return "mid" if 2 * p.m * p.n * p.k <= 1e11 else "large"
+from autokernel.report import SELECTOR_CLASSES, problem_class  # noqa: E402
 
 
 def check(p: Problem, first_use: bool) -> dict:
@@ -87,7 +80,7 @@ def summarize(records: list[dict]) -> None:
     print(f"{len(ok)} of {len(records)} problems timed; {sum(r['library'] == 'cublas' for r in ok)} routed to cuBLAS")
     print(f"{'class':8} {'n':>4} {'torch/triton':>13} {'torch/auto':>11} {'routed':>7}"
           + (f" {'torch/auto+first-use':>21} {'raced to cuBLAS':>16}" if tuned else ""))
-    for cls in ("decode", "skinny", "mid", "large", "all"):
+    for cls in (*SELECTOR_CLASSES, "all"):
         rs = [r for r in ok if cls in ("all", r["class"])]
         if rs:
             print(f"{cls:8} {len(rs):4d} {geomean(r['torch_ms'] / r['triton_ms'] for r in rs):13.3f} "
