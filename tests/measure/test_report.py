@@ -193,7 +193,7 @@ def test_shipped_suites_read():
     assert {p.m for p in suites["squares"]} == {1024, 2048, 4096, 8192}
     assert {(p.m, p.n, p.k) for p in suites["llm"]} == {(4096, 11008, 4096), (4096, 4096, 11008), (4096, 14336, 4096)}
     assert {p.m for p in suites["decode"]} == {1, 16, 64, 128} and {p.layout for p in suites["decode"]} == {"nt"}
-    assert all(p.bias and p.activation in ("relu", "gelu_tanh", "silu") for p in suites["fused"])
+    assert all(p.bias and p.activation in ("relu", "gelu_tanh", "gelu", "silu") for p in suites["fused"])
     for problems in suites.values():
         assert {p.dtype for p in problems} == {"float16", "bfloat16"}
 

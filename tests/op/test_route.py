@@ -268,7 +268,9 @@ def test_tuning_on_first_use_under_auto_races_cublas_with_the_configs(monkeypatc
         (plan,) = plans._PLANS.values()
         assert isinstance(plan.launch, route.TorchLaunch) == cublas_fastest
         (entry,) = autotune.entries()
-        assert (entry["config"] == autotune.CUBLAS) == cublas_fastest and entry["mode"] == "nt/auto"
+        # K = 20 halves leave rows TMA cannot load on a GPU: the key says so there
+        tma = "" if plans.tma_runs(a, b, out) else "/no-tma"
+        assert (entry["config"] == autotune.CUBLAS) == cublas_fastest and entry["mode"] == f"nt{tma}/auto"
         plans.clear_launch_cache()
         autokernel.matmul(a, b, None, "silu")
         assert len(measured) == 1  # read back, not raced again
@@ -286,8 +288,9 @@ def test_the_measuring_commands_time_the_triton_kernels_whatever_the_backend(mon
     launched = []
     real = route.TorchLaunch.__call__
     monkeypatch.setattr(route.TorchLaunch, "__call__", lambda self, *a: launched.append(1) or real(self, *a))
-    for args in (["bench", "--interpret", "--m", "24", "--n", "16", "--k", "32", "--backward", "-d", "bf16"],
-                 ["validate", "--interpret", "-s", "16"]):
+    interpret = ["--interpret"] if autokernel.runtime.INTERPRETER else []
+    for args in (["bench", *interpret, "--m", "24", "--n", "16", "--k", "32", "--backward", "-d", "bf16"],
+                 ["validate", *interpret, "-s", "16"]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         assert route.backend() == "triton"
