@@ -309,3 +309,32 @@ def test_the_pass_keeps_eight_programs_per_sm_before_it_gives_a_program_more_row
     assert row_tiles_for(8192, 3072, 132) == 5 and row_tiles_for(8192, 4096, 132) == 7
     assert row_tiles_for(65536, 8192, 132) == 8
     assert row_tiles_for(1, 1, 132) == 1
+
+
+def test_db_alone_gives_a_program_more_rows_while_half_the_sms_stay_busy():
+    from autokernel.kernels.backward import row_tiles_for
+
+    # 2048x768 (384 tiles of 32x128): 4 rows of tiles a program leaves 96 programs for 132 SMs
+    assert row_tiles_for(2048, 768, 132, sum_only=True) == 4
+    # a power of two, at most 16
+    assert [row_tiles_for(4096, 1024, 132, sum_only=True), row_tiles_for(8192, 2304, 132, sum_only=True)] == [8, 16]
+    assert row_tiles_for(65536, 8192, 132, sum_only=True) == 16
+    # too few tiles to share: one each
+    assert row_tiles_for(512, 1024, 132, sum_only=True) == row_tiles_for(1, 1, 132, sum_only=True) == 1
+
+
+@pytest.mark.parametrize("row_tiles", [1, 3, 16])
+def test_db_alone_sums_every_row_whatever_the_rows_per_program(row_tiles, device):
+    """The unrolled db-only form of the pass: ragged M and N, a strided dY, rows past M masked."""
+    import triton
+
+    from autokernel.kernels.backward import _activation_grad_kernel
+
+    dy = torch.randn(150, 90, device=device, dtype=torch.float16)[::2, 3:80]  # 75 x 77, strided
+    block_m, block_n = 16, 64
+    grid = (triton.cdiv(75, block_m * row_tiles), triton.cdiv(77, block_n))
+    partial = torch.full((grid[0], 77), float("nan"), dtype=torch.float32, device=device)
+    _activation_grad_kernel[grid](dy, dy, dy, partial, 75, 77, *dy.stride(), *dy.stride(), *dy.stride(), 0.0,
+                                  GRAD_ACTIVATION="none", STORE_DZ=False, COLUMN_SUM=True, ROW_TILES=row_tiles,
+                                  BLOCK_M=block_m, BLOCK_N=block_n)
+    assert_close(partial.sum(0), dy.float().sum(0), torch.float32, "db")
