@@ -31,14 +31,23 @@ if TYPE_CHECKING:
 
 def load_history(path: str | None) -> tuple[Path, "pd.DataFrame"]:
     """The resolved history path and its rows as a frame; each warning of the reader (skipped rows) is one stderr line."""
-    store = history_store(path, append=False)
+    store = _existing_store(path)
     return store.path, _warned(store.read)
 
 
 def load_trials(path: str | None) -> tuple[Path, list["Recorded"]]:
     """The resolved history path and its trials (History.trials); each warning of the reader is one stderr line."""
-    store = history_store(path, append=False)
+    store = _existing_store(path)
     return store.path, _warned(store.trials)
+
+
+def _existing_store(path: str | None):
+    """The history to read. A file named by --history must exist (a mistyped path is an
+    error, not an empty history); the default one may not exist yet."""
+    store = history_store(path, append=False)
+    if path is not None and not store.path.exists():
+        fail(f"--history {store.path} does not exist")
+    return store
 
 
 def _warned(read: Callable[[], Any]) -> Any:

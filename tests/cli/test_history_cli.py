@@ -60,10 +60,21 @@ def test_best_and_filters(hist) -> None:
     assert result.exit_code == 0 and "no matching rows" in result.stdout
 
 
-def test_explicit_path_and_missing_file(hist, tmp_path) -> None:
-    result = runner.invoke(app, ["history", "--history", str(tmp_path / "other.csv"), "--json"])
+@pytest.mark.parametrize("command", [["history", "--json"], ["history", "--best"], ["export-best"]])
+def test_a_history_named_that_does_not_exist_is_an_error(hist, tmp_path, command) -> None:
+    """A mistyped --history is one error line and a non-zero exit, not an empty history."""
+    missing = tmp_path / "other.csv"
+    result = runner.invoke(app, [*command, "--history", str(missing)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"error: --history {missing} does not exist"
+    assert not missing.exists()
+
+
+def test_the_default_history_may_not_exist_yet(hist) -> None:
+    hist.unlink()
+    result = runner.invoke(app, ["history", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout) == []
-    assert not (tmp_path / "other.csv").exists()
+    assert not hist.exists()
 
 
 def test_torn_row_is_one_warning_line(hist) -> None:

@@ -156,6 +156,7 @@ def test_several_devices_need_a_choice(hist, monkeypatch):
 
 
 def test_export_of_an_empty_history_and_bad_filters(hist):
+    hist.touch()
     assert "no successful trial" in one_error_line(runner.invoke(app, ["export-best", "--history", str(hist)]), 1)
     result = runner.invoke(app, ["export-best", "--history", str(hist), "--dtype", "fp8"])
     assert "dtype" in one_error_line(result, 2)
