@@ -40,14 +40,25 @@ _GELU_D1 = tl.constexpr(2.0 * 0.7978845608028654 * 3.0 * 0.044715)
 
 
 @triton.jit
+def _ex2_approx(x):
+    """2^x by one MUFU.EX2 (ex2.approx.ftz: GPU only)."""
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _rcp_approx(x):
+    """1 / x by one MUFU.RCP (rcp.approx.ftz: GPU only)."""
+    return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
 def _times_sigmoid(z, x):
     """z / (1 + 2^x), i.e. z * sigmoid(-x ln 2): on the GPU one MUFU.EX2 and one MUFU.RCP
     (ftz: 2^x below 2^-126 is 0, above 2^128 inf, so z * 0 for large x)."""
     if _HW_MATH:
-        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
-                                      pack=1)
-        r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + e], dtype=tl.float32,
-                                      is_pure=True, pack=1)
+        r = _rcp_approx(1.0 + _ex2_approx(x))
     else:  # as the GPU's ftz instructions: 0 where 2^x overflows, so that act(-inf) is NaN as in torch
         r = tl.where(x > _EXP2_MAX, 0.0, 1.0 / (1.0 + tl.math.exp2(tl.minimum(x, _EXP2_MAX))))
     return z * r
@@ -87,8 +98,7 @@ def _normal_cdf(z):
     """Phi(z) for a float32 tile: 0 at -inf, 1 at +inf, NaN stays NaN."""
     a = tl.abs(z) * _INV_SQRT2
     if _HW_MATH:
-        t = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + 0.5 * a], dtype=tl.float32,
-                                      is_pure=True, pack=1)
+        t = _rcp_approx(1.0 + 0.5 * a)
     else:
         t = 1.0 / (1.0 + 0.5 * a)
     p = tl.fma(t, _ERFC_P9, _ERFC_P8)
@@ -102,8 +112,7 @@ def _normal_cdf(z):
     p = tl.fma(t, p, _ERFC_P0)
     y = (p - a * a) * _LOG2E
     if _HW_MATH:
-        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [y], dtype=tl.float32, is_pure=True,
-                                      pack=1)
+        e = _ex2_approx(y)
     else:
         e = tl.math.exp2(y)
     half_erfc = 0.5 * (t * e)  # erfc(|z| / sqrt 2) / 2: Phi(-|z|)
