@@ -203,7 +203,8 @@ def winner_of(config: dict | str) -> "KernelConfig | str":
     return CUBLAS if config == CUBLAS else KernelConfig.from_dict(config)
 
 
-def _dump(winner: "KernelConfig | str") -> dict | str:
+def winner_json(winner: "KernelConfig | str") -> dict | str:
+    """A kept winner as an entry stores it: a config's fields, or ``CUBLAS``; ``winner_of``'s inverse."""
     return winner if winner == CUBLAS else winner.model_dump()
 
 
@@ -274,7 +275,7 @@ class Cache:
 
     def put(self, key: Key, config: KernelConfig | str, raced: list[dict]) -> None:
         """Keep ``config`` (or ``CUBLAS``) as the winner of ``key``, with the race's readings ``raced``."""
-        entry = {"key": asdict(key), "config": _dump(config), "raced": raced, "written": _now()}
+        entry = {"key": asdict(key), "config": winner_json(config), "raced": raced, "written": _now()}
         with self._lock:
             entries = self._load()
             entries[key.text()] = entry
@@ -405,7 +406,7 @@ def _race(pool: list[KernelConfig | str], make_call, budget_s: float) -> tuple[K
     for config in pool:
         if ready and time.monotonic() - start > budget_s:
             break
-        row: dict[str, Any] = {"config": _dump(config)}
+        row: dict[str, Any] = {"config": winner_json(config)}
         raced.append(row)
         try:
             fn = make_call(config)

@@ -553,7 +553,7 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
            store_z: bool = False, tma: bool = True, layout: str = "nn") -> "select.Choice | None":
     """The selector's ranking for this problem on ``device`` in the call's mode, as
     ``resolve`` makes it, or None where no model is fitted for the GPU."""
-    return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True).choice
+    return ranked(m, n, k, dtype, activation, bias, device, store_z, tma, layout).choice
 
 
 def ranked(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,

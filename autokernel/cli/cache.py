@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from autokernel.autotune import entries
+from autokernel.autotune import entries, winner_json
 from autokernel.autotune import files as autotune_files
 from autokernel.cli._common import JsonOpt, console, err_console, fail, fmt, print_json, print_table
 from autokernel.tuning.readings import cache_dir, kept_files
@@ -46,7 +46,7 @@ def info(
     if json_out:
         print_json({"directory": str(directory),
                     "files": [{**f, "path": str(f["path"]),
-                               **({"winners": [{**w, "config": _as_json(w["config"])} for w in listed[f["path"]]]}
+                               **({"winners": [{**w, "config": winner_json(w["config"])} for w in listed[f["path"]]]}
                                   if f["path"] in listed else {})}
                               for f in files]})
         return
@@ -110,11 +110,6 @@ def clear(
     entries = sum(f["entries"] for f in deleted)
     err_console.print(f"deleted {len(deleted)} file(s), {entries} kept entr{'y' if entries == 1 else 'ies'} ({what}) "
                       f"from {directory}", highlight=False, markup=False, soft_wrap=True)
-
-
-def _as_json(winner) -> dict | str:
-    """A first-use winner as JSON: a config's fields, or "cublas"."""
-    return winner if isinstance(winner, str) else winner.model_dump()
 
 
 def _label(winner) -> str:
