@@ -300,15 +300,35 @@ def test_bias_of_another_dtype_is_added_in_float32_and_gets_its_own_gradient():
     assert_close(b.grad, want, torch.float16, "dbias")
 
 
-def test_the_pass_keeps_eight_programs_per_sm_before_it_gives_a_program_more_rows():
+def test_the_activation_pass_takes_two_row_tiles_a_program():
     from autokernel.kernels.backward import row_tiles_for
 
-    # GPT-2's layers at 2048 tokens on 132 SMs: 64 row tiles x 6-24 column tiles, one row each
-    assert [row_tiles_for(2048, n, 132) for n in (768, 2304, 3072)] == [1, 1, 1]
-    # larger problems: more rows per program, never more than 8
-    assert row_tiles_for(8192, 3072, 132) == 5 and row_tiles_for(8192, 4096, 132) == 7
-    assert row_tiles_for(65536, 8192, 132) == 8
-    assert row_tiles_for(1, 1, 132) == 1
+    # two at every size measured (GPT-2's 2048 tokens to 16384 x 4096), one where M fits a tile
+    assert [row_tiles_for(m, n, 132) for m, n in ((2048, 768), (8192, 4096), (65536, 8192))] == [2, 2, 2]
+    assert row_tiles_for(32, 4096, 132) == row_tiles_for(1, 1, 132) == 1
+
+
+@pytest.mark.parametrize("row_tiles", [1, 3])
+def test_the_activation_pass_sums_every_row_whatever_the_rows_per_program(row_tiles, device):
+    """dZ = dY * act'(Z) and db with its sums kept per row across the row tiles: ragged M and
+    N, strided dY and Z, rows past M masked out of both the store and the sum."""
+    import triton
+
+    from autokernel.kernels.backward import _activation_grad_kernel
+
+    dy = torch.randn(150, 90, device=device, dtype=torch.float16)[::2, 3:80]  # 75 x 77, strided
+    z = torch.randn(77, 75, device=device, dtype=torch.float16).t()
+    dz = torch.full((75, 77), float("nan"), device=device, dtype=torch.float16)
+    block_m, block_n = 16, 64
+    grid = (triton.cdiv(75, block_m * row_tiles), triton.cdiv(77, block_n))
+    partial = torch.full((grid[0], 77), float("nan"), dtype=torch.float32, device=device)
+    _activation_grad_kernel[grid](dy, z, dz, partial, 75, 77, *dy.stride(), *z.stride(), *dz.stride(), 0.0,
+                                  GRAD_ACTIVATION="silu", STORE_DZ=True, COLUMN_SUM=True, ROW_TILES=row_tiles,
+                                  BLOCK_M=block_m, BLOCK_N=block_n)
+    zf = z.float()
+    want = dy.float() * torch.sigmoid(zf) * (1 + zf * (1 - torch.sigmoid(zf)))
+    assert_close(dz, want, torch.float16, "dZ")
+    assert_close(partial.sum(0), want.sum(0), torch.float16, "db")
 
 
 def test_db_alone_gives_a_program_more_rows_while_half_the_sms_stay_busy():
