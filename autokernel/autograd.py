@@ -22,7 +22,7 @@ import functools
 import torch
 
 from autokernel import runtime
-from autokernel.kernels.backward import plan_activation_grad
+from autokernel.kernels.backward import column_counts, plan_activation_grad
 from autokernel.plans import _layout, cached_plan, gemm_plan
 from autokernel.config import KernelConfig
 
@@ -88,17 +88,20 @@ class BackwardPlan:
             if self.store_dz:
                 dz = torch.empty(self.dz_shape, dtype=dy.dtype, device=dy.device)
             rows = self.db_rows
+            n = self.dz_shape[1]
+            counts = dy
             if rows == 1:
                 # One program row sums every row: it stores db itself (the store casts to
-                # the bias dtype), no separate sum launch.
-                db = partial = torch.empty(self.dz_shape[1], dtype=self.db_dtype, device=dy.device)
+                # the bias dtype).
+                db = partial = torch.empty(n, dtype=self.db_dtype, device=dy.device)
             elif rows:
-                partial = torch.empty((rows, self.dz_shape[1]), dtype=torch.float32, device=dy.device)
+                # The pass's last program of each column block sums the partials into db.
+                partial = torch.empty((rows, n), dtype=torch.float32, device=dy.device)
+                db = torch.empty(n, dtype=self.db_dtype, device=dy.device)
+                counts = column_counts(dy.device, self.grad_pass.grid[1])
             else:
                 partial = dy
-            self.grad_pass(dy, z if self.use_z else dy, dz, partial)
-            if rows > 1:
-                db = partial.sum(0, dtype=self.db_dtype)
+            self.grad_pass(dy, z if self.use_z else dy, dz, partial, db if db is not None else dy, counts)
         elif self.db_dtype is not None:  # an empty reduction (M or N = 0)
             db = torch.zeros(self.dz_shape[1], dtype=self.db_dtype, device=dy.device)
         dx = None if self.dx is None else self.dx.run(dz, weight, None)[0]

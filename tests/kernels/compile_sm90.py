@@ -168,14 +168,19 @@ def backward_variants():
     """The elementwise kernels of the linear layer's forward and backward."""
     from autokernel.kernels.backward import _activation_grad_kernel
 
-    for act in ACTIVATIONS:
-        sig = {"dy_ptr": "*bf16", "z_ptr": "*bf16", "dz_ptr": "*bf16", "partial_ptr": "*fp32", "M": "i32", "N": "i32"}
+    # Every activation with dZ stored, and db alone (the unrolled form), each summing its
+    # partials into db in the same launch.
+    for act, store_dz, row_tiles in [(act, True, 2) for act in ACTIVATIONS] + [("none", False, 16)]:
+        sig = {"dy_ptr": "*bf16", "z_ptr": "*bf16", "dz_ptr": "*bf16", "partial_ptr": "*fp32", "db_ptr": "*bf16",
+               "counts_ptr": "*i32", "M": "i32", "N": "i32"}
         sig.update({name: "i32" for name in ("stride_dym", "stride_dyn", "stride_zm", "stride_zn",
                                              "stride_dzm", "stride_dzn")})
         sig["slope"] = "fp32"
-        consts = dict(GRAD_ACTIVATION=act, STORE_DZ=True, COLUMN_SUM=True, ROW_TILES=8, BLOCK_M=32, BLOCK_N=128)
+        consts = dict(GRAD_ACTIVATION=act, STORE_DZ=store_dz, COLUMN_SUM=True, FINISH=True, ROW_TILES=row_tiles,
+                      BLOCK_M=32, BLOCK_N=128, SUM_ROWS=32)
         sig.update({name: "constexpr" for name in consts})
-        yield f"activation_grad {act}", _activation_grad_kernel, sig, consts, {"num_warps": 4}
+        yield f"activation_grad {act}{'' if store_dz else ' db alone'}", _activation_grad_kernel, sig, consts, \
+            {"num_warps": 4}
 
 
 def variants():

@@ -49,10 +49,18 @@ def reference_grads(x, w, b, activation, grad_y, wanted):
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("activation", autokernel.ACTIVATIONS)
 def test_gradients_match_torch(activation, bias, dtype):
-    x, w, b = make_inputs((2, 3, 17), 33, 65, dtype, bias, seed=zlib.crc32(f"{activation} {bias}".encode()) % 1000)
+    seed = zlib.crc32(f"{activation} {bias}".encode()) % 1000
+    x, w, b = make_inputs((2, 3, 17), 33, 65, dtype, bias, seed=seed)
     leaves = [t.requires_grad_() for t in (x, w, b) if t is not None]
     y = autokernel.linear(x, w, b, activation, slope=SLOPE)
-    grad_y = torch.randn(y.shape).to(DEVICE, dtype)
+    grad_y = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed + 1)).to(DEVICE, dtype)
+    if activation in ("relu", "leaky_relu"):
+        # act'(Z) jumps at Z = 0: where Z is within rounding of 0 (tf32 on the GPU), the
+        # kernel and the float32 reference may take opposite sides, and one such element
+        # moved dX by 3.5 %. No gradient flows there; everywhere else it is checked.
+        z_ref = torch.nn.functional.linear(x.detach().float(), w.detach().float(),
+                                           None if b is None else b.detach().float())
+        grad_y = grad_y.masked_fill(z_ref.abs() < 1e-2, 0)
     grads = torch.autograd.grad(y, leaves, grad_y)
     y_ref, refs = reference_grads(x, w, b, activation, grad_y, (True, True, bias))
     assert_close(y, y_ref, dtype, "y")
@@ -314,21 +322,37 @@ def test_the_activation_pass_sums_every_row_whatever_the_rows_per_program(row_ti
     N, strided dY and Z, rows past M masked out of both the store and the sum."""
     import triton
 
-    from autokernel.kernels.backward import _activation_grad_kernel
-
     dy = torch.randn(150, 90, device=device, dtype=torch.float16)[::2, 3:80]  # 75 x 77, strided
     z = torch.randn(77, 75, device=device, dtype=torch.float16).t()
     dz = torch.full((75, 77), float("nan"), device=device, dtype=torch.float16)
     block_m, block_n = 16, 64
     grid = (triton.cdiv(75, block_m * row_tiles), triton.cdiv(77, block_n))
-    partial = torch.full((grid[0], 77), float("nan"), dtype=torch.float32, device=device)
-    _activation_grad_kernel[grid](dy, z, dz, partial, 75, 77, *dy.stride(), *z.stride(), *dz.stride(), 0.0,
-                                  GRAD_ACTIVATION="silu", STORE_DZ=True, COLUMN_SUM=True, ROW_TILES=row_tiles,
-                                  BLOCK_M=block_m, BLOCK_N=block_n)
+    db = _run_pass(grid, dy, z, dz, "silu", True, row_tiles, block_m, block_n)
     zf = z.float()
     want = dy.float() * torch.sigmoid(zf) * (1 + zf * (1 - torch.sigmoid(zf)))
     assert_close(dz, want, torch.float16, "dZ")
-    assert_close(partial.sum(0), want.sum(0), torch.float16, "db")
+    assert_close(db, want.sum(0), torch.float16, "db")
+
+
+def _run_pass(grid, dy, z, dz, act: str, store_dz: bool, row_tiles: int, block_m: int, block_n: int):
+    """db from the pass on a 75 x 77 dY, launched twice: the last program of each column
+    block sums the partials (in chunks of 2 rows, so that the loop runs several with a
+    masked last one), leaves the counts at 0 and gives the same bits the second time."""
+    from autokernel.kernels.backward import _activation_grad_kernel, column_counts
+
+    partial = torch.full((grid[0], 77), float("nan"), dtype=torch.float32, device=dy.device)
+    counts = column_counts(dy.device, grid[1])
+    finish = grid[0] > 1
+    runs = []
+    for _ in range(2):
+        db = torch.full((77,), float("nan"), dtype=torch.float16, device=dy.device)
+        _activation_grad_kernel[grid](dy, z, dz, partial, db, counts, 75, 77, *dy.stride(), *z.stride(), *dz.stride(),
+                                      0.0, GRAD_ACTIVATION=act, STORE_DZ=store_dz, COLUMN_SUM=True, FINISH=finish,
+                                      ROW_TILES=row_tiles, BLOCK_M=block_m, BLOCK_N=block_n, SUM_ROWS=2)
+        runs.append(db if finish else partial[0].clone())
+        assert not counts[:grid[1]].any(), "the counts are left at 0 for the next launch"
+    assert torch.equal(runs[0], runs[1])
+    return runs[0]
 
 
 def test_db_alone_gives_a_program_more_rows_while_half_the_sms_stay_busy():
@@ -348,13 +372,23 @@ def test_db_alone_sums_every_row_whatever_the_rows_per_program(row_tiles, device
     """The unrolled db-only form of the pass: ragged M and N, a strided dY, rows past M masked."""
     import triton
 
-    from autokernel.kernels.backward import _activation_grad_kernel
-
     dy = torch.randn(150, 90, device=device, dtype=torch.float16)[::2, 3:80]  # 75 x 77, strided
     block_m, block_n = 16, 64
     grid = (triton.cdiv(75, block_m * row_tiles), triton.cdiv(77, block_n))
-    partial = torch.full((grid[0], 77), float("nan"), dtype=torch.float32, device=device)
-    _activation_grad_kernel[grid](dy, dy, dy, partial, 75, 77, *dy.stride(), *dy.stride(), *dy.stride(), 0.0,
-                                  GRAD_ACTIVATION="none", STORE_DZ=False, COLUMN_SUM=True, ROW_TILES=row_tiles,
-                                  BLOCK_M=block_m, BLOCK_N=block_n)
-    assert_close(partial.sum(0), dy.float().sum(0), torch.float32, "db")
+    db = _run_pass(grid, dy, dy, dy, "none", False, row_tiles, block_m, block_n)
+    assert_close(db, dy.float().sum(0), torch.float16 if grid[0] > 1 else torch.float32, "db")
+
+
+@pytest.mark.parametrize("act, store_dz, column_sum", [("none", False, True), ("gelu", True, True), ("silu", True, False)])
+def test_the_pass_builds_its_gpu_launch(monkeypatch, act, store_dz, column_sum):
+    """The GPU launch takes every constexpr in the kernel's order (the interpreter's does not
+    check it): built here off the GPU, with an H100's SM count."""
+    from autokernel import runtime
+    from autokernel.kernels import backward
+
+    monkeypatch.setattr(runtime, "sm_count", lambda *a, **k: 132)
+    dy = torch.empty(4096, 3072, dtype=torch.float16)
+    launch = backward.plan_activation_grad(dy, dy if act != "none" else None, dy if store_dz else None, act, 0.01,
+                                           column_sum, False)
+    finish = launch.args_tail[backward._activation_grad_kernel.arg_names.index("FINISH") - 6]
+    assert launch.grid[0] > 1 and finish == column_sum

@@ -16,9 +16,9 @@ for i, (M, N) in enumerate(shapes):
         grid = (triton.cdiv(M, 32 * rt), triton.cdiv(N, 128))
         partial = torch.empty((grid[0], N), dtype=torch.float32, device="cuda")
         def run(grid=grid, partial=partial, rt=rt):
-            _activation_grad_kernel[grid](dy, z, dz, partial, M, N, dy.stride(0), dy.stride(1), z.stride(0), z.stride(1),
+            _activation_grad_kernel[grid](dy, z, dz, partial, dy, dy, M, N, dy.stride(0), dy.stride(1), z.stride(0), z.stride(1),
                                           dz.stride(0), dz.stride(1), 0.01, GRAD_ACTIVATION=act, STORE_DZ=True,
-                                          COLUMN_SUM=True, ROW_TILES=rt, BLOCK_M=32, BLOCK_N=128, num_warps=4)
+                                          COLUMN_SUM=True, FINISH=False, ROW_TILES=rt, BLOCK_M=32, BLOCK_N=128, num_warps=4)
             return partial.sum(0, dtype=dt)
         fns.append(run); names.append(rt)
     ms = race(fns)

@@ -3,8 +3,11 @@ code before (copied as ``autokernel_before``: docs/launch.md has the step), side
 (timing.race, GPU time, db checked). --tiles: db alone under other rows per program.
 Usage: PYTHONPATH=$PYTHONPATH:.dev/before python3 docs/runs/kernels/db_pass_probe.py [--tiles]"""
 import sys, torch
-from autokernel.kernels.backward import plan_activation_grad as after
+from autokernel.kernels.backward import column_counts, plan_activation_grad as after
 from autokernel_before.kernels.backward import plan_activation_grad as before
+from autokernel_before.kernels import backward as _before_module
+
+BEFORE_SUMS = hasattr(_before_module, "column_counts")  # the code before sums db in the pass too
 from autokernel.timing import race
 
 dt = torch.bfloat16
@@ -30,10 +33,17 @@ for M, N, act in CASES:
         dz = torch.empty_like(dy) if act != "none" else None
         launch = plan(dy, z if act != "none" else None, dz, act, 0.01, True, False)
         rows = launch.grid[0]
-        partial = torch.empty((rows, N), dtype=torch.float32, device="cuda")
-        def run(launch=launch, partial=partial, dz=dz):
-            launch(dy, z if act != "none" else dy, dz if dz is not None else dy, partial)
-            return partial.sum(0, dtype=dt)
+        partial = torch.empty((rows, N), dtype=torch.float32 if rows > 1 else dt, device="cuda")
+        if name == "before" and not BEFORE_SUMS:  # the partials summed by torch
+            def run(launch=launch, partial=partial, dz=dz):
+                launch(dy, z if act != "none" else dy, dz if dz is not None else dy, partial)
+                return partial.sum(0, dtype=dt)
+        else:  # db from the pass itself (its last program of each column block sums the partials)
+            counts = column_counts(dy.device, launch.grid[1])
+            def run(launch=launch, partial=partial, dz=dz, counts=counts, rows=rows):
+                db = torch.empty(N, dtype=dt, device="cuda") if rows > 1 else partial
+                launch(dy, z if act != "none" else dy, dz if dz is not None else dy, partial, db, counts)
+                return db[0] if rows == 1 else db
         db = run()
         err = ((db.float() - ref).norm() / ref.norm()).item()
         assert err < 1e-2, (name, err)
@@ -53,9 +63,10 @@ for M, N in ((2048, 2304), (2048, 768), (8192, 2304), (8192, 768), (8192, 4096),
             grid = (triton.cdiv(M, bm * rt), triton.cdiv(N, 128))
             partial = torch.empty((grid[0], N), dtype=torch.float32, device="cuda")
             def run(grid=grid, partial=partial, rt=rt, bm=bm, w=w):
-                _activation_grad_kernel[grid](dy, dy, dy, partial, M, N, dy.stride(0), dy.stride(1), dy.stride(0), dy.stride(1),
+                _activation_grad_kernel[grid](dy, dy, dy, partial, dy, dy, M, N, dy.stride(0), dy.stride(1), dy.stride(0), dy.stride(1),
                                               dy.stride(0), dy.stride(1), 0.01, GRAD_ACTIVATION="none", STORE_DZ=False,
-                                              COLUMN_SUM=True, ROW_TILES=rt, BLOCK_M=bm, BLOCK_N=128, num_warps=w)
+                                              COLUMN_SUM=True, FINISH=False, ROW_TILES=rt, BLOCK_M=bm, BLOCK_N=128,
+                                              num_warps=w)
                 return partial.sum(0, dtype=dt)
             fns.append(run); names.append(f"rt{rt} {bm}x128 w{w} grid {grid[0]*grid[1]}")
     ms = race(fns)
