@@ -147,10 +147,11 @@ def tune(
     workers = _start_workers(timeout, replay, gpus, cluster)
     with _closed_on_error(workers), user_errors():
         where = _where(gpus, cluster, replay)
+        # The options first: a mistyped one is named before this machine is judged.
+        options = _options(generations, per_generation, strategy, seed, timeout, model, replay, cache)
         problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
         if replay is None:
             check_interpreter_budget(problems, force)
-        options = _options(generations, per_generation, strategy, seed, timeout, model, replay, cache)
     run(problems, options, history, json_out, plot, command="tune", workers=workers, **where)
 
 
@@ -505,16 +506,7 @@ def loop(
     workers = _start_workers(timeout, replay, gpus, cluster)
     with _closed_on_error(workers), user_errors():
         where = _where(gpus, cluster, replay)
-        if shapes is not None:
-            if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
-                fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
-            problems = _tunable(read_shapes(shapes))
-            if replay is None:
-                require_timing_mode(interpret)
-        else:
-            problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
-        if replay is None:
-            check_interpreter_budget(problems, force)
+        # The options first: a mistyped one is named before this machine is judged.
         if patience < 1:
             fail(f"--patience must be >= 1, got {patience}")
         if not 0 <= min_gain < math.inf:
@@ -526,6 +518,16 @@ def loop(
         if time_budget is not None and not _positive(time_budget):
             fail(f"--time-budget must be a finite number of seconds > 0, got {time_budget:g}")
         options = _options(max_generations, per_generation, strategy, seed, timeout, model, replay, cache)
+        if shapes is not None:
+            if any(v is not None for v in (size, m, n, k)) or dtype or activation or bias or layout != "nn":
+                fail("give either --shapes or the problem options (--size/--m/--n/--k, --dtype, ...), not both")
+            problems = _tunable(read_shapes(shapes))
+            if replay is None:
+                require_timing_mode(interpret)
+        else:
+            problems = _problems(size, m, n, k, dtype, activation, bias, layout, interpret, replay)
+        if replay is None:
+            check_interpreter_budget(problems, force)
     from autokernel.tuning.loop import StopRules
 
     stop = StopRules(patience=patience, min_gain=min_gain, max_trials=max_trials, time_budget_s=time_budget)

@@ -60,6 +60,18 @@ def test_tune_bad_options_are_one_line(sweep, args, message):
     assert message in line
 
 
+@pytest.mark.parametrize("args, message", [
+    (["tune", "--strategy", "nope"], "unknown strategy 'nope'"),
+    (["tune", "--generations", "0"], "--generations must be >= 1"),
+    (["loop", "--patience", "0"], "--patience must be >= 1"),
+    (["loop", "--strategy", "nope"], "unknown strategy 'nope'"),
+])
+def test_a_bad_option_is_named_before_the_machine_is_judged(args, message):
+    """Off the GPU without --interpret the run is refused too; the mistyped option is what
+    the one line names, so that fixing the machine first does not lead to a second error."""
+    assert message in one_error_line(runner.invoke(app, args), 2)
+
+
 def test_tune_missing_replay_file(tmp_path):
     line = one_error_line(runner.invoke(app, ["tune", "--replay", str(tmp_path / "no.csv")]), 2)
     assert "does not exist" in line
