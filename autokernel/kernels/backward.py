@@ -18,8 +18,7 @@ import triton.language as tl
 
 from autokernel import runtime
 from autokernel.kernels.epilogue import activation_grad
-from autokernel.kernels.launch import KernelLaunch, hash_callees_first
-from autokernel.kernels.streamk import tile_locks
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first, stream_counters
 
 
 @triton.jit
@@ -160,9 +159,9 @@ def plan_activation_grad(dy, z, dz, grad_activation: str, slope: float, column_s
 
 
 def column_counts(device, column_blocks: int):
-    """The pass's arrival counts, one per column block: zeroed int32 counters of the current
-    stream that every launch leaves at 0 (``streamk.tile_locks``, under a name of their own)."""
-    return tile_locks(device, column_blocks, "column_counts")
+    """The pass's arrival counts, one per column block (``stream_counters``: every launch
+    leaves them at 0)."""
+    return stream_counters("column_counts", device, column_blocks)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -203,6 +203,14 @@ def stream_buffer(name: str, numel: int, device, stream: int, dtype: torch.dtype
     return buf
 
 
+def stream_counters(name: str, device, size: int) -> torch.Tensor:
+    """At least ``size`` zeroed int32 counters named ``name`` for launches on the current
+    stream of ``device`` (a ``stream_buffer``): kernels that count arrivals across programs
+    leave them at 0 when they end, so launches on one stream share them with no memset."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    return stream_buffer(name, size, device, stream, torch.int32, zeroed=True, at_least=1024)
+
+
 def scratch_buffer(size: int, stream: int) -> torch.Tensor:
     """At least ``size`` bytes of global scratch for a launch on ``stream`` of the current
     device (the TMA kernel's descriptors): a ``stream_buffer``."""

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
-from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs, stream_buffer
+from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs, stream_counters
 from autokernel.kernels.matmul import grouped_tile, pointer_kernel_args, tile_acc
 
 
@@ -116,15 +116,12 @@ def tail_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int,
     return sk_tiles, triton.cdiv(sk_tiles * k_tiles, programs)
 
 
-def tile_locks(device: torch.device, size: int, name: str = "locks") -> torch.Tensor:
-    """Per-tile lock counters: a zeroed int32 ``stream_buffer`` of the current stream (one
-    per ``name``: kernels that count different things keep apart). Each
-    launch leaves its locks at 0 (owners reset them), so the buffer needs no memset per
-    call; launches on one stream run in order and may share it, and a CUDA graph being
-    captured gets locks of its own (a replay may run beside eager launches, and mixed
-    counts would release an owner early or never)."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    return stream_buffer(name, size, device, stream, torch.int32, zeroed=True, at_least=1024)
+def tile_locks(device: torch.device, size: int) -> torch.Tensor:
+    """Per-tile lock counters (``stream_counters``). Owners reset their locks to 0, so the
+    buffer needs no memset per call; a CUDA graph being captured gets locks of its own (a
+    replay may run beside eager launches, and mixed counts would release an owner early or
+    never)."""
+    return stream_counters("locks", device, size)
 
 
 class StreamKLaunch:

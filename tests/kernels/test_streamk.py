@@ -206,12 +206,11 @@ def test_a_captured_graph_gets_locks_of_its_own(monkeypatch):
     from autokernel.kernels import launch as launch_module
 
     capturing = [False]
-    monkeypatch.setattr(streamk, "torch", types.SimpleNamespace(
-        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000)),
-        int32=torch.int32))
     monkeypatch.setattr(launch_module, "torch", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000)),
         _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0]),
-        zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), empty=torch.empty, int8=torch.int8))
+        zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), empty=torch.empty, int8=torch.int8,
+        int32=torch.int32))
     monkeypatch.setattr(launch_module, "_BUFFERS", {})
 
     class Gpu:  # hashable, like a torch.device
@@ -221,6 +220,9 @@ def test_a_captured_graph_gets_locks_of_its_own(monkeypatch):
     eager = streamk.tile_locks(gpu, 88)
     assert eager.dtype == torch.int32 and eager.numel() >= 88 and not eager.any()
     assert streamk.tile_locks(gpu, 50) is eager  # cached per (device, stream)
+    from autokernel.kernels.backward import column_counts
+
+    assert column_counts(gpu, 50) is not eager  # the backward pass's counters keep apart
     capturing[0] = True
     in_graph = streamk.tile_locks(gpu, 88)
     assert in_graph is not eager and not in_graph.any()
