@@ -83,9 +83,6 @@ def _activation_grad_kernel(
             rows, mask = _row_tile(pid_m * ROW_TILES + t, M, n_ok, BLOCK_M)
             g = tl.load(dy_ptr + rows[:, None] * stride_dym + offs_n[None, :] * stride_dyn, mask=mask, other=0.0)
             acc += g.to(tl.float32)
-        if COLUMN_SUM:
-            _column_sums_out(tl.sum(acc, axis=0), partial_ptr, db_ptr, counts_ptr, pid_m, pid_n, offs_n, n_ok, N,
-                             FINISH, SUM_ROWS, BLOCK_N)
     else:
         # With act'(Z) and dZ's store, the same unrolling ran 1.4-2.7x slower: a loop, its
         # sums kept per row and reduced across the warps once at the end.
@@ -100,9 +97,9 @@ def _activation_grad_kernel(
                          g.to(dz_ptr.dtype.element_ty), mask=mask)
             if COLUMN_SUM:
                 acc += g
-        if COLUMN_SUM:
-            _column_sums_out(tl.sum(acc, axis=0), partial_ptr, db_ptr, counts_ptr, pid_m, pid_n, offs_n, n_ok, N,
-                             FINISH, SUM_ROWS, BLOCK_N)
+    if COLUMN_SUM:
+        _column_sums_out(tl.sum(acc, axis=0), partial_ptr, db_ptr, counts_ptr, pid_m, pid_n, offs_n, n_ok, N,
+                         FINISH, SUM_ROWS, BLOCK_N)
 
 
 def row_tiles_for(m: int, n: int, sms: int, block_m: int = 32, block_n: int = 128, sum_only: bool = False) -> int:
