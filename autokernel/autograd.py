@@ -150,10 +150,11 @@ def _first_derivative_only(backward):
     @functools.wraps(backward)
     def wrapper(ctx, grad_y):
         grad_y = grad_y.resolve_neg()  # a negated view's sign is a flag the kernels would not read
+        if not torch.is_grad_enabled():  # no create_graph (the common case): nothing to guard
+            return backward(ctx, grad_y)
         with torch.no_grad():
             grads = backward(ctx, grad_y)
-        if not torch.is_grad_enabled() or not any(
-                t is not None and t.requires_grad for t in (grad_y, *ctx.saved_tensors)):
+        if not any(t is not None and t.requires_grad for t in (grad_y, *ctx.saved_tensors)):
             return grads
         error = torch._C._functions.DelayedError(
             b"autokernel.linear has no second derivative: its backward runs kernels that build no "

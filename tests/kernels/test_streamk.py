@@ -207,14 +207,16 @@ def test_a_captured_graph_gets_locks_of_its_own(monkeypatch):
 
     capturing = [False]
     monkeypatch.setattr(launch_module, "torch", types.SimpleNamespace(
-        cuda=types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x5000)),
-        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0]),
+        cuda=types.SimpleNamespace(current_device=lambda: 0),
+        _C=types.SimpleNamespace(_cuda_isCurrentStreamCapturing=lambda: capturing[0],
+                                 _cuda_getCurrentRawStream=lambda index: 0x5000 + index),
         zeros=lambda n, dtype, device: torch.zeros(n, dtype=dtype), empty=torch.empty, int8=torch.int8,
         int32=torch.int32))
     monkeypatch.setattr(launch_module, "_BUFFERS", {})
 
     class Gpu:  # hashable, like a torch.device
         type = "cuda"
+        index = None  # torch.device("cuda"): the current device's stream
 
     gpu = Gpu()
     eager = streamk.tile_locks(gpu, 88)
