@@ -221,7 +221,7 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
         there = best.selector_model(table.device)
         tma = select.tma_aligned(m, n, k, dtype, layout)
         pick_there = None if there is None else select.predict_us(there, found.config, m, n, k, dtype, tma=tma,
-                                                                      layout=layout)
+                                                                      layout=layout, activation=activation)
         if pick_there is None:
             return Route("triton", triton_us, None, f"the pick has no prediction on {table.device}, where cuBLAS "
                          "was measured")

@@ -179,6 +179,19 @@ in pieces (680 pairs; RMS log error of the predicted ratio): 3e12 (COPY_BANDWIDT
 4e12 0.089, 6e12 0.086, 9e12 0.097 (docs/kernel-notes.md)."""
 
 
+EPILOGUE_EXCESS_NS = {"gelu": (0.28, 0.15), "gelu_tanh": (0.012, 0.035), "silu": (0.012, 0.035)}
+"""ns x SMs per output element by which an activation's epilogue costs more on a tile whose
+4 warps hold 128 or more accumulator elements a thread (128x128 at 4 warps) than on one of
+8 warps or fewer elements: (the persistent TMA kernel, the pointer kernels). One warp per SM
+sub-partition, its registers full, cannot hide the math's dependent chains. Measured on an
+H200 (bf16, bias; 128x128x64 at 4 and 8 warps, three to four problems of 2-34 M outputs;
+docs/kernel-notes.md): the exact gelu's erfc fit 0.26-0.33 on the TMA kernel, 0.13-0.16 on
+the pointer kernel; gelu_tanh and silu 0.006-0.021 and 0.02-0.05; relu none; 64x128 tiles at
+4 warps (64 elements a thread) no more than 8 warps. The fitted constants come from problems
+with no activation (or these two, nearly alike on every tile), so this is the term they
+lack; a new activation with a long epilogue needs its own."""
+
+
 def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: float, bm: int, bn: int, k: int,
                   itemsize: int, head: float = 0.0) -> float:
     """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
@@ -553,7 +566,7 @@ class _Prepared:
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
                  "stream_k", "sk_tail", "flatten", "thin", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
-                 "error")
+                 "error", "one_warpgroup")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -565,6 +578,10 @@ class _Prepared:
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         self.flatten = config.flatten
         self.thin = thin_tma(config)
+        # Which EPILOGUE_EXCESS_NS applies: 0 (TMA kernel), 1 (pointer kernels) or None.
+        full = (config.num_warps == 4 and not config.warp_specialize and config.split_k == 1
+                and config.block_m * config.block_n >= 128 * 128)
+        self.one_warpgroup = None if not full else 0 if kind == "tma" else 1
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             # Constants.predict_us's multipliers, computed alike
@@ -690,7 +707,7 @@ def rows_aligned(k: int, layout: str) -> bool:
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
            margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True,
-           b_rows: bool = False) -> Choice:
+           b_rows: bool = False, activation: str = "none") -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
@@ -699,7 +716,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
     it is one) are left out while a TMA config the model can score remains. ``b_rows``: B is row-major
-    (``b_row_major``).
+    (``b_row_major``). ``activation``: the epilogue's, whose cost on one-warpgroup TMA tiles
+    is added where 4 warps hold the tile (``EPILOGUE_EXCESS_NS``).
 
     ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
     the launch's mode); given, the candidates' answers are kept per key, so that a new
@@ -768,6 +786,9 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     nbytes0 = (m * k + k * n + m * n) * itemsize
     a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
     partials = 2 * m * n * 4
+    excess = EPILOGUE_EXCESS_NS.get(activation)
+    if excess is not None:  # µs on tiles of 4 full warps, by kernel (_Prepared.one_warpgroup)
+        excess = tuple(ns * m * n / programs * 1e-3 for ns in excess)
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
     cols_of: dict[int, int] = {}
     k_per_of: dict[tuple[int, int], float] = {}
@@ -816,6 +837,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             us *= p.row_factor
         if cut:
             us += streamk_fixup_us(sk_progs, bm, bn)
+        if excess is not None and p.one_warpgroup is not None:
+            us += excess[p.one_warpgroup]
         scores.append((us, p, source))
         if best_us is None or us < best_us:
             best_us, best, best_source = us, p, source
@@ -842,9 +865,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
 
 
 def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool,
-               layout: str = "nn") -> float | None:
-    """``model``'s predicted µs of ``config`` on an M x N x K problem in ``layout`` (``choose``'s
-    arithmetic, on that config alone); None where the model cannot score it."""
+               layout: str = "nn", activation: str = "none") -> float | None:
+    """``model``'s predicted µs of ``config`` on an M x N x K problem in ``layout`` with
+    ``activation`` (``choose``'s arithmetic, on that config alone); None where the model
+    cannot score it."""
     choice = choose(model, m, n, k, dtype, tma=tma, default=config, fits=lambda c: c is config,
-                    aligned=rows_aligned(k, layout), b_rows=b_row_major(layout))
+                    aligned=rows_aligned(k, layout), b_rows=b_row_major(layout), activation=activation)
     return next((us for us, _, source in choice.scores if source == "default"), None)
