@@ -6,7 +6,7 @@ import sys, json, collections, math, glob
 sys.path.insert(0,"benchmarks")
 import fit_selector as fs
 from autokernel.config import KernelConfig
-files = sorted(glob.glob("benchmarks/results/check_random_h100_*.jsonl")) + ["benchmarks/results/check_broad_h100_9.jsonl"]
+files = sorted(glob.glob("benchmarks/results/check_random_h100_*.jsonl")) + ["benchmarks/results/check_broad_h100_9.jsonl.gz"]
 pts = collections.defaultdict(list)
 for f in files:
     for r in fs.read_rows([f]):
