@@ -192,6 +192,14 @@ with no activation (or these two, nearly alike on every tile), so this is the te
 lack; a new activation with a long epilogue needs its own."""
 
 
+def epilogue_excess_us(activation: str, m: int, n: int, programs: int) -> tuple[float, float] | None:
+    """µs that ``activation``'s epilogue adds to an M x N output on tiles of 4 full warps, on
+    the TMA kernel and on the pointer kernels (``EPILOGUE_EXCESS_NS``), or None where it is
+    alike on every tile."""
+    excess = EPILOGUE_EXCESS_NS.get(activation)
+    return None if excess is None else (excess[0] * m * n / programs * 1e-3, excess[1] * m * n / programs * 1e-3)
+
+
 def streamk_waves(units: int, programs: int, sk_progs: int, a: float, k_us: float, bm: int, bn: int, k: int,
                   itemsize: int, head: float = 0.0) -> float:
     """The waves of the TMA kernel with a stream-K tail, for the model's compute term (one
@@ -786,9 +794,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     nbytes0 = (m * k + k * n + m * n) * itemsize
     a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
     partials = 2 * m * n * 4
-    excess = EPILOGUE_EXCESS_NS.get(activation)
-    if excess is not None:  # µs on tiles of 4 full warps, by kernel (_Prepared.one_warpgroup)
-        excess = tuple(ns * m * n / programs * 1e-3 for ns in excess)
+    excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.one_warpgroup
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
     cols_of: dict[int, int] = {}
     k_per_of: dict[tuple[int, int], float] = {}

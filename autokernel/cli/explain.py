@@ -110,9 +110,11 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
     where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
+    excess = select.epilogue_excess_us(problem.activation, m, n, best.selector_model(name).programs)
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
+            "epilogue_excess_us": None if excess is None else {"tma": excess[0], "pointer": excess[1]},
             "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
                       "cublas_us": where.cublas_us, "reason": where.reason},
             "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
@@ -149,6 +151,12 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
                              f"the model's error of the pick (±{close['within']:.0%}): with {autotune.ENV}=1 the "
                              f"first call races the best {autotune.MAX_CANDIDATES} and keeps the fastest"),
                       soft_wrap=True)
+    excess = out["epilogue_excess_us"]
+    if excess:
+        console.print(escape(f"the {problem.activation} epilogue costs {excess['tma']:.1f} µs more here on the TMA "
+                             f"kernel's 4-warp tiles of 128x128 and more ({excess['pointer']:.1f} on the pointer "
+                             "kernels'): one warp per SM sub-partition cannot hide its math; the predictions "
+                             "include it"), soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
     where = out["route"]

@@ -285,6 +285,19 @@ def test_explain_says_how_a_picked_stream_k_tail_is_cut(h100):
     assert plain["stream_k_tail"] is None  # split-K picked: no tail to describe
 
 
+def test_explain_says_what_the_exact_gelu_epilogue_costs_on_four_warp_tiles(h100):
+    args = ["explain", "--m", "2048", "--n", "3072", "--k", "768", "-d", "bf16", "--bias", "--device", "h100"]
+    out = json.loads(CliRunner().invoke(app, [*args, "-a", "gelu", "--json"]).stdout)
+    programs = best.selector_model("NVIDIA H100 80GB HBM3").programs
+    assert out["epilogue_excess_us"]["tma"] == pytest.approx(
+        select.EPILOGUE_EXCESS_NS["gelu"][0] * 2048 * 3072 / programs * 1e-3)
+    assert out["config"]["num_warps"] == 8
+    text = CliRunner().invoke(app, [*args, "-a", "gelu"])
+    assert text.exit_code == 0 and "the gelu epilogue costs 13.3 µs more here" in text.output
+    relu = json.loads(CliRunner().invoke(app, [*args, "-a", "relu", "--json"]).stdout)
+    assert relu["epilogue_excess_us"] is None  # alike on every tile: nothing to say
+
+
 def test_a_stream_k_tail_is_scored_where_a_small_tail_follows_whole_waves():
     """The shipped model picks the TMA kernel's stream-K tail for a long-K problem whose
     tiles leave a small partial wave, and for one with fewer tiles than SMs (all of them
