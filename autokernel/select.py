@@ -180,15 +180,16 @@ in pieces (680 pairs; RMS log error of the predicted ratio): 3e12 (COPY_BANDWIDT
 
 
 EPILOGUE_EXCESS_NS = {"gelu": (0.28, 0.15), "gelu_tanh": (0.012, 0.035), "silu": (0.012, 0.035)}
-"""ns x SMs per output element by which an activation's epilogue costs more on a tile whose
-4 warps hold 128 or more accumulator elements a thread (128x128 at 4 warps) than on one of
-8 warps or fewer elements: (the persistent TMA kernel, the pointer kernels). One warp per SM
-sub-partition, its registers full, cannot hide the math's dependent chains. Measured on an
-H200 (bf16, bias; 128x128x64 at 4 and 8 warps, three to four problems of 2-34 M outputs;
-docs/kernel-notes.md): the exact gelu's erfc fit 0.26-0.33 on the TMA kernel, 0.13-0.16 on
-the pointer kernel; gelu_tanh and silu 0.006-0.021 and 0.02-0.05; relu none; 64x128 tiles at
-4 warps (64 elements a thread) no more than 8 warps. The fitted constants come from problems
-with no activation (or these two, nearly alike on every tile), so this is the term they
+"""(TMA kernel, pointer kernels): ns x SMs per output element by which an activation's
+epilogue costs more where 4 warps hold the tile, 128 or more accumulator elements a thread
+(128x128 at 4 warps), than at 8 warps. One warp per SM sub-partition, its registers full,
+cannot hide the math's dependent chains. Measured on an H200 (bf16, bias; 128x128x64 at 4
+and 8 warps, three or four problems of 2-34 M outputs; docs/kernel-notes.md): the exact
+gelu's erfc fit 0.26-0.33 on the TMA kernel, 0.13-0.16 on the pointer kernel; gelu_tanh
+0.006-0.021 and 0.02-0.05; silu 0.008-0.013 on the TMA kernel (on the pointer kernel taken
+as gelu_tanh's, the same sigmoid: not measured there); relu none; 64x128 tiles at 4 warps (64
+elements a thread) no more than 8 warps. The fitted constants come from problems with no
+activation (or gelu_tanh and silu, nearly alike on every tile), so this is the term they
 lack; a new activation with a long epilogue needs its own."""
 
 
@@ -574,7 +575,7 @@ class _Prepared:
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
                  "stream_k", "sk_tail", "flatten", "thin", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
-                 "error", "one_warpgroup")
+                 "error", "excess_index")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -589,7 +590,7 @@ class _Prepared:
         # Which EPILOGUE_EXCESS_NS applies: 0 (TMA kernel), 1 (pointer kernels) or None.
         full = (config.num_warps == 4 and not config.warp_specialize and config.split_k == 1
                 and config.block_m * config.block_n >= 128 * 128)
-        self.one_warpgroup = None if not full else 0 if kind == "tma" else 1
+        self.excess_index = None if not full else 0 if kind == "tma" else 1
         if constants is not None:
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             # Constants.predict_us's multipliers, computed alike
@@ -724,8 +725,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
     it is one) are left out while a TMA config the model can score remains. ``b_rows``: B is row-major
-    (``b_row_major``). ``activation``: the epilogue's, whose cost on one-warpgroup TMA tiles
-    is added where 4 warps hold the tile (``EPILOGUE_EXCESS_NS``).
+    (``b_row_major``). ``activation``: the epilogue's, whose excess where 4 warps hold a
+    128x128 tile or larger is added to those configs (``EPILOGUE_EXCESS_NS``).
 
     ``fits_key``: a hashable that fixes what ``fits`` answers for a config (the dtype and
     the launch's mode); given, the candidates' answers are kept per key, so that a new
@@ -794,7 +795,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     nbytes0 = (m * k + k * n + m * n) * itemsize
     a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
     partials = 2 * m * n * 4
-    excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.one_warpgroup
+    excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.excess_index
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
     cols_of: dict[int, int] = {}
     k_per_of: dict[tuple[int, int], float] = {}
@@ -843,8 +844,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             us *= p.row_factor
         if cut:
             us += streamk_fixup_us(sk_progs, bm, bn)
-        if excess is not None and p.one_warpgroup is not None:
-            us += excess[p.one_warpgroup]
+        if excess is not None and p.excess_index is not None:
+            us += excess[p.excess_index]
         scores.append((us, p, source))
         if best_us is None or us < best_us:
             best_us, best, best_source = us, p, source
