@@ -25,7 +25,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autokernel.kernels.epilogue import apply_activation, store_epilogue
 from autokernel.kernels.launch import INTERPRETER_PROGRAMS as _INTERPRETER_PROGRAMS  # noqa: F401 (tests, space)
-from autokernel.kernels.launch import KernelLaunch, hash_callees_first, persistent_programs, stream_buffer
+from autokernel.kernels.launch import (KernelLaunch, hash_callees_first, persistent_programs, stream_buffer,
+                                       stream_handle)
 from autokernel.kernels.matmul import grouped_tile
 
 TMA_DTYPES = (torch.float16, torch.bfloat16)
@@ -515,8 +516,7 @@ class TmaStreamKLaunch(TmaLaunch):
         self.fixup, self.ws_numel = fixup, ws_numel
 
     def __call__(self, a, b, c, bias, z) -> None:
-        stream = torch._C._cuda_getCurrentRawStream(c.device.index) if c.is_cuda else 0
-        ws = stream_buffer("tma_streamk", self.ws_numel, c.device, stream, torch.float32)
+        ws = stream_buffer("tma_streamk", self.ws_numel, c.device, stream_handle(c.device), torch.float32)
         super().__call__(a, b, c, bias, z, ws)
         self.fixup(ws, c, bias, z)
 
