@@ -64,7 +64,7 @@ def replay(table: route.CublasModel, paths: list[str], margin: float, device: st
     out, errors = [], []
     for key, rows in by.items():
         pick, default, cublas_ms, choice = fs.pick_for(model, rows, rule)
-        if pick is None:
+        if pick is None or default is None:  # a sweep that did not time the pick or the default
             continue
         m, n, k, dt, layout, act, bias, _ = key
         found = best.Pick(choice.config, choice.source, choice.reason, KernelConfig.from_dict(default["config"]), False,

@@ -74,17 +74,23 @@ def ran_as(config: KernelConfig, tma: bool) -> KernelConfig:
     return config.on_variant("tma" if config.variant != "grouped" and tma else "grouped")
 
 
-def judge(model: select.Model, key: tuple, rows: list[dict], rule: dict) -> tuple:
-    """(key, pick/best, default/pick, cuBLAS/pick, cuBLAS/default, cuBLAS/best, pick's label) of one shape."""
+def judge(model: select.Model, key: tuple, rows: list[dict], rule: dict) -> tuple | None:
+    """(key, pick/best, default/pick, cuBLAS/pick, cuBLAS/default, cuBLAS/best, pick's label) of one shape;
+    None where the sweep timed no config that runs as the pick or the default does (a sweep
+    made before that config was a candidate or the default)."""
     pick, default, cublas, choice = pick_for(model, rows, rule)
+    if pick is None or default is None:
+        return None
     best = min(r["gpu_ms"] for r in rows if r["config"] is not None and r.get("gpu_ms"))
     return (key, best / pick["gpu_ms"], default["gpu_ms"] / pick["gpu_ms"], cublas / pick["gpu_ms"],
             cublas / default["gpu_ms"], cublas / best, choice.config.short())
 
 
-def summarize(results: list[tuple], title: str) -> None:
+def summarize(results: list[tuple | None], title: str) -> None:
+    left_out = sum(r is None for r in results)
+    results = [r for r in results if r is not None]
     ratios = sorted(r[1] for r in results)
-    print(title)
+    print(title + (f" ({left_out} left out: the sweep did not time their pick or default)" if left_out else ""))
     print(f"pick / best measured: geomean {geomean(ratios):.3f}, median {ratios[len(ratios) // 2]:.3f}, "
           f"worst {ratios[0]:.3f}, >= 0.90 on {sum(r >= 0.9 for r in ratios)} of {len(ratios)}")
     vs_default = [r[2] for r in results]
