@@ -496,7 +496,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
                 check_fits(found[1], dtype, limit, tma=tma, bias=bias, store_z=store_z)
             except ConfigError as exc:
                 _warn_once(f"{found[0]}: {exc}; using the default config")
-    config = default_config(m, n, k, dtype, gpu=gpu)
+    config = default_config(m, n, k, dtype, gpu=gpu, tma=tma)
     default = _fitted(config, dtype, limit, *mode)
     if default is None:
         check_fits(config, dtype, limit, tma=tma, bias=bias, store_z=store_z)  # raises: no shrink of it fits

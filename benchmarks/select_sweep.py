@@ -124,7 +124,7 @@ def sweep_problem(p: Problem, limit: int, extra: tuple = (), candidates: tuple =
     dev = torch.device("cuda")
     sets = input_sets(p, 1000)
     a0, b0, _, out0 = sets[0]
-    roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype), "previous": previous_pick(p),
+    roles = {"default": default_config(p.m, p.n, p.k, p.torch_dtype, tma=tma), "previous": previous_pick(p),
              "pick": api.resolve_config(None, p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, dev,
                                         tma=api.tma_runs(a0, b0, out0), layout=p.layout)}
     for config in roles.values():

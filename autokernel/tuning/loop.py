@@ -338,9 +338,9 @@ def _wave_priors(problem: Problem, space: SearchSpace, default: KernelConfig) ->
 
 def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
     """The default config of ``problem`` as the space writes it ("auto" made explicit)."""
-    default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu)
+    tma = space.tma and why_no_tma(problem) is None
+    default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu, tma=tma)
     if default.variant == "auto":  # as api._plan_kernel resolves it: TMA where descriptors can be made
-        tma = space.tma and why_no_tma(problem) is None
         default = default.on_variant("tma" if tma else "grouped")
     return default
 

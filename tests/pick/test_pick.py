@@ -232,6 +232,11 @@ def test_resolve_is_pick_for_this_machine_and_explain_and_the_replay_call_pick(h
     # No model for the device: the default, and why.
     found = best.pick(100, 200, 300, torch.float16, device="GPU Z")
     assert found.source == "default" and "no selector model" in found.reason
+    # The default is the one for the call's kernel: a skinny tile on the TMA kernel where that runs.
+    for tma in (True, False):
+        found = best.pick(100, 2304, 2048, torch.float16, layout="nt", device="GPU Z", tma=tma)
+        assert found.config == found.default == default_config(100, 2304, 2048, torch.float16, gpu=True, tma=tma)
+        assert (found.config.variant == "tma") == tma
     for path in ("autokernel/cli/explain.py", "benchmarks/fit_selector.py"):
         text = (ROOT / path).read_text()
         assert "best.pick(" in text and "select.choose(" not in text and "best._nearby" not in text, path

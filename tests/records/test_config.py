@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from autokernel import ConfigError, KernelConfig, default_config
+from autokernel.candidates import THIN_TMA
 from autokernel.config import FILL_TILES, check_fits, shared_memory_bytes
 
 
@@ -95,6 +96,28 @@ def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
     m, n, _ = shape
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     assert tiles >= FILL_TILES or (cfg.block_m, cfg.block_n) == (64, 64)
+
+
+@pytest.mark.parametrize("shape", [(65, 1024, 512), (100, 2304, 2048), (256, 1024, 256), (200, 4096, 4096)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_skinny_default_takes_its_tile_on_the_tma_kernel_where_that_runs(shape, dtype):
+    pointer = default_config(*shape, dtype, gpu=True)
+    tma = default_config(*shape, dtype, gpu=True, tma=True)
+    assert pointer.variant == "grouped" and pointer.block_m == 64
+    assert tma in THIN_TMA and tma.flatten and not tma.stream_k
+    assert (tma.block_m, tma.block_n) == (pointer.block_m, pointer.block_n)
+    check_fits(tma, dtype, limit=232448, tma=True)
+
+
+@pytest.mark.parametrize("shape, dtype", [
+    ((48, 4096, 4096), torch.float16),      # decode tiles (M <= 64) stay on the pointer kernel
+    ((128, 11008, 4096), torch.float16),    # the 128x128 tile stays on the pointer kernel
+    ((257, 1024, 1024), torch.float16),     # past the skinny rows
+    ((8192, 8192, 8192), torch.float16),    # "auto": TMA where it runs either way
+    ((100, 2304, 2048), torch.float32),     # float32 never runs on the TMA kernel
+])
+def test_default_config_on_the_tma_kernel_only_for_skinny_16_bit_64_row_tiles(shape, dtype):
+    assert default_config(*shape, dtype, gpu=True, tma=True) == default_config(*shape, dtype, gpu=True)
 
 
 @pytest.mark.parametrize("shape", [(256, 1024, 256), (512, 512, 2048), (768, 768, 768), (8192, 8192, 8192)])
