@@ -90,9 +90,10 @@ def matmul(
             refuses one.
         activation: None, "relu", "leaky_relu", "gelu" (exact), "gelu_tanh" or "silu".
         slope: negative slope of leaky_relu.
-        config: tile and launch parameters; by default a tuned config for the nearest shape
-            ($AUTOKERNEL_CONFIG, then the file shipped for this GPU: ``autokernel.best``),
-            else ``default_config(M, N, K, dtype)``.
+        config: tile and launch parameters; by default a tuned entry for exactly the problem
+            ($AUTOKERNEL_CONFIG, then the file shipped for this GPU), else the selector's pick
+            among its candidates, the nearby tuned entries and the default, else (no model
+            for the GPU) ``default_config(M, N, K, dtype, tma=...)``: ``autokernel.best.pick``.
         out: optional preallocated [M, N] output of the operands' dtype; it must not share
             memory with a, b or bias; an inference tensor only inside ``torch.inference_mode()``.
 
