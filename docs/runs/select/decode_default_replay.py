@@ -19,8 +19,8 @@ g = lambda v: math.exp(sum(map(math.log, v)) / len(v))
 orig = cfgmod.default_config
 def make(kind):
     @functools.lru_cache(maxsize=None)
-    def dc(m, n, k, dtype=None, *, gpu=None):
-        c = orig(m, n, k, dtype, gpu=gpu) if dtype is not None else orig(m, n, k, gpu=gpu)
+    def dc(m, n, k, dtype=None, *, gpu=None, tma=False):
+        c = orig(m, n, k, dtype, gpu=gpu, tma=tma) if dtype is not None else orig(m, n, k, gpu=gpu, tma=tma)
         if kind == "none" or m > 16 or c.variant != "grouped" or c.block_n != 64:
             return c
         tiles = -(-m // c.block_m) * -(-n // c.block_n)
