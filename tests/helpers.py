@@ -95,18 +95,20 @@ def gpu_space(problem=None):
 
 def synthetic_sweep(path, shapes=(BIG_SHAPE, (1024, 4096, 4096))) -> None:
     """A sweep over the GPU space with a smooth cost model (best at 128x256x64 w8 s3 tma),
-    5 % compile failures and a cuBLAS row per problem."""
+    5 % compile failures and a cuBLAS row per problem. Each config's noise and failure are
+    drawn from its own seed (shape and fields), so that a config reads the same whatever
+    else the space holds."""
     import math
     import random
 
     from autokernel.history import History, make_row
     from autokernel.records import Problem
 
-    rng = random.Random(0)
     rows = []
     for shape in shapes:
         p = Problem(*shape)
         for c in gpu_space(p):
+            rng = random.Random(f"{shape} {c.to_json()}")
             cost = (abs(math.log2(c.block_m / 128)) + abs(math.log2(c.block_n / 256)) + 0.5 * abs(math.log2(c.block_k / 64))
                     + 0.3 * abs(c.num_stages - 3) + 0.2 * (c.variant == "grouped") + 0.1 * (c.group_m == 1))
             ms = 0.2 * (1 + 0.15 * cost) * (1 + 0.01 * rng.random())
