@@ -7,17 +7,21 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import torch
 
 from autokernel import knobs, runtime
+from autokernel.candidates import thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
 from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
 from autokernel.records import Problem
 
 # What each knob (autokernel/knobs.py) takes while tuning on a GPU: a subset of what
-# KernelConfig accepts, the values that were ever competitive on the H100; a knob not
+# KernelConfig accepts, the values that were ever competitive on the H100 (6 and 8 stages:
+# the thin TMA tiles that matmul's selector picks, and defaults to, for few rows; a tune
+# that could not try them would keep a winner slower than what ran untuned); a knob not
 # named here takes all its values.
 GPU_CHOICES: dict[str, tuple] = knobs.narrow(
     block_m=(16, 32, 64, 128, 256),
@@ -25,12 +29,12 @@ GPU_CHOICES: dict[str, tuple] = knobs.narrow(
     block_k=(32, 64, 128),
     group_m=(1, 8, 16),
     num_warps=(4, 8),
-    num_stages=(3, 4, 5),
+    num_stages=(3, 4, 5, 6, 8),
     variant=("grouped", "tma"),
     split_k=(1, 2, 4, 8),
 )
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
-_MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin
+_MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin (or a THIN_TMA tile)
 _SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
 _LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
 _MAX_TAIL_FILL = 0.875  # stream-K only where the last wave leaves at least 1/8 of the SMs idle
@@ -136,7 +140,7 @@ class SearchSpace:
                     f"warps needs {acc_regs} accumulator registers per thread")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
             floor = min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))
-            if self.gpu and getattr(config, dim) < floor:
+            if self.gpu and getattr(config, dim) < floor and not thin_tma(config):
                 return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({dim[-1].upper()}={size})"
         # Fit to the shape: a tile dimension more than twice the (rounded-up) problem
         # dimension only computes padding.
@@ -171,11 +175,14 @@ class SearchSpace:
     def _valid(self) -> tuple[KernelConfig, ...]:
         # Built once per space: the cross product is thousands of pydantic configs, and the
         # random and grid strategies walk it at every proposal.
+        # The rules are checked on the bare values first (why_invalid reads only the tuned
+        # fields), so that pydantic validates the few valid configs, not the whole product.
         out = []
         for values in itertools.product(*(self.choices[name] for name in PARAMS)):
-            config = build_config(dict(zip(PARAMS, values)))
-            if config is not None and self.why_invalid(config) is None:
-                out.append(config)
+            fields = dict(zip(PARAMS, values))
+            if knobs.breaks(fields, knobs.CONFIG_RULES) or self.why_invalid(SimpleNamespace(**fields)) is not None:
+                continue
+            out.append(KernelConfig(**fields))
         return tuple(out)
 
     def configs(self) -> list[KernelConfig]:

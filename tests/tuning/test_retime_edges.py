@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autokernel import evaluate as ev
@@ -131,6 +133,28 @@ def test_space_default_is_in_the_space_for_fp32_on_a_tma_gpu():
     problem = Problem(4096, 4096, 4096, "float32")
     space = gpu_space(problem)
     assert space.contains(loop.space_default(problem, space)), space.why_invalid(loop.space_default(problem, space))
+
+
+@pytest.mark.parametrize("m, n, k", [(100, 2304, 2048), (219, 1792, 2176), (48, 4096, 4096), (40, 5120, 14336)])
+def test_the_thin_tma_tiles_and_a_skinny_default_are_in_the_space(m, n, k):
+    """The thin TMA tiles (6 and 8 stages, 32 columns) that matmul's selector considers for
+    few rows, and the default skinny problems take, are configs a tune can try: prior_configs
+    seeds the default."""
+    from autokernel.candidates import THIN_TMA
+    from autokernel.select import why_not
+    from tests.helpers import gpu_space
+
+    problem = Problem(m, n, k, "float16", layout="nt")
+    space = dataclasses.replace(gpu_space(problem), programs=132)  # an H100's SMs, for stream-K's rule
+    considered = [c for c in THIN_TMA if why_not(c, m, n, k, True, 132) is None]
+    assert considered
+    for config in considered:
+        assert space.contains(space.canonical(config)), (config.short(), space.why_invalid(space.canonical(config)))
+    default = loop.space_default(problem, space)
+    assert space.canonical(default) in loop.prior_configs(problem, space, None, device="NVIDIA H100 80GB HBM3",
+                                                          timing="gpu")
+    if m > 64:
+        assert default.variant == "tma" and default.num_stages == 6
 
 
 def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
