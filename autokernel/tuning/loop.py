@@ -135,8 +135,8 @@ def tune(
             result.stopped = "max_trials"
             break
         proposals: list[KernelConfig] = []
-        if not history and seeds:
-            proposals = _fresh_valid(seeds, space, history, budget)
+        if not history and seeds:  # prior_configs chose them: the space's rules and what they let past
+            proposals = fresh(seeds, history, budget)
         if len(proposals) < budget:
             # The strategy sees the seeds as pending: it must not propose them again.
             seen = [*history, *pending(problem, proposals)]
@@ -374,7 +374,8 @@ def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorde
     fill the persistent grid's last wave poorly, the tile half as tall (half_height_tile);
     what ``autokernel.matmul`` runs untuned (``untuned_pick``); and the best configs of the
     nearest other problems of the same dtype in the history, on this device. Only those the
-    space accepts. ``trials``: the history (None: none)."""
+    space accepts, but for the untuned pick, which a GPU's tune tries wherever it runs.
+    ``trials``: the history (None: none)."""
     default = space_default(problem, space)
     base = [default]
     if space.tma and default.variant in ("tma", "grouped"):
@@ -398,7 +399,14 @@ def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorde
 
     for config in base:
         add(config)
-    add(untuned_pick(problem, space, device))
+    untuned = untuned_pick(problem, space, device)
+    if untuned.variant == "auto":  # as space_default writes it
+        untuned = untuned.on_variant("tma" if space.tma and why_no_tma(problem) is None else "grouped")
+    if not add(untuned) and space.gpu and space.allowed is None and space.canonical(untuned) not in out:
+        # What matmul runs untuned is tried even where the space's rules leave it out (a
+        # decode tile thinner than they allow, split-K 16, a shipped entry's tile): a tune
+        # that never tried it could keep, and export, a slower winner.
+        out.append(space.canonical(untuned))
     if trials:
         best = [t for t in best_per_problem(trials)
                 if t.device == device and t.timing == timing and t.problem.dtype == problem.dtype

@@ -157,6 +157,48 @@ def test_the_thin_tma_tiles_and_a_skinny_default_are_in_the_space(m, n, k):
         assert default.variant == "tma" and default.num_stages == 6
 
 
+@pytest.mark.parametrize("m, n, k", [(44, 896, 512), (12, 512, 19328)])
+def test_a_gpu_tune_tries_the_untuned_pick_first_even_outside_the_space(m, n, k, tmp_path):
+    """What matmul runs untuned (here a 16-row decode tile the space's rules call too thin,
+    or split-K 16, past the space's 8) is seeded and evaluated in the first generation: a
+    tune that never tried it could export a slower winner. A replayed sweep's space (its
+    configs only) is left as it is."""
+    from autokernel.tuning.protocols import EvaluatorBase
+    from tests.helpers import gpu_space
+
+    class Recording(EvaluatorBase):
+        def __init__(self):
+            self.seen = []
+
+        def evaluate(self, problem, configs, on_trial=None):
+            out = []
+            for c in configs:
+                self.seen.append(c)
+                t = Trial(problem, c, "success", ms=1.0 + 0.01 * len(self.seen), gpu_ms=1.0, timing="gpu")
+                if on_trial:
+                    on_trial(t)
+                out.append(t)
+            return out
+
+        def retime(self, problem, configs, on_trial=None):
+            return self.evaluate(problem, configs, on_trial)
+
+    device = "NVIDIA H100 80GB HBM3"
+    problem = Problem(m, n, k, "float16", layout="nt")
+    space = dataclasses.replace(gpu_space(problem), programs=132)
+    untuned = space.canonical(loop.untuned_pick(problem, space, device))
+    assert not space.contains(untuned)
+    seeds = loop.prior_configs(problem, space, None, device=device, timing="gpu")
+    assert untuned in seeds
+    evaluator = Recording()
+    loop.tune(problem, strategy=make_strategy("random", seed=1), evaluator=evaluator, store=History(tmp_path / "h.csv"),
+              space=space, generations=1, per_generation=len(seeds) + 2, run_id="t", device=device, timing="gpu",
+              seeds=seeds)
+    assert untuned in evaluator.seen[:len(seeds)]
+    replayed = dataclasses.replace(space, allowed=frozenset())
+    assert untuned not in loop.prior_configs(problem, replayed, None, device=device, timing="gpu")
+
+
 def test_prior_configs_try_the_default_tile_on_both_kernels_and_keep_limit():
     """Coverage gap: with the twin removed from prior_configs the whole suite still passed."""
     from autokernel.history import make_row
