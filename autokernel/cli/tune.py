@@ -393,11 +393,19 @@ def _render(entry: dict) -> None:
     console.print(line, highlight=False)
     if entry.get("matmul") is not None:
         config, source = entry["matmul"]
-        if config == best["config"]:
+        if _same_launch(config, best["config"], p.m):
             console.print(f"autokernel.matmul runs the winner here already ({source})", highlight=False)
         else:
             console.print(f"autokernel.matmul runs {config.short()} ({source}) here; for the winner: "
                           "autokernel export-best -o best.json, then AUTOKERNEL_CONFIG=best.json", highlight=False)
+
+
+def _same_launch(a: Any, b: Any, m: int) -> bool:
+    """Whether configs ``a`` and ``b`` launch the same kernel for M rows: equal, or equal
+    but for a group_m that both set to cover every row of tiles (the same tile order)."""
+    if a == b:
+        return True
+    return a.model_copy(update={"group_m": b.group_m}) == b and -(-m // a.block_m) <= min(a.group_m, b.group_m)
 
 
 def _to_json(entry: dict) -> dict:

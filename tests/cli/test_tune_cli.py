@@ -346,3 +346,16 @@ def test_a_winner_found_by_another_run_says_so(sweep, tmp_path):
     run_ids = set(History(history).read()["run_id"])
     line = next(l for l in second.output.splitlines() if l.startswith("winner"))
     assert "not this one" in line and any(r in line for r in run_ids), line
+
+
+def test_a_group_past_every_row_of_tiles_is_the_same_launch():
+    """tune says matmul already runs the winner where the two differ only in a group_m that
+    covers every row of tiles (one tile order), and not otherwise."""
+    from autokernel.cli.tune import _same_launch
+    from autokernel.config import KernelConfig
+
+    a = KernelConfig(block_m=16, block_n=64, block_k=128, group_m=8, num_warps=4, num_stages=4, split_k=16)
+    b = a.model_copy(update={"group_m": 1})
+    assert _same_launch(a, b, 12) and _same_launch(a, a, 4096)
+    assert not _same_launch(a, b, 40)  # three rows of tiles: group 1 and 8 order them differently
+    assert not _same_launch(a, a.model_copy(update={"num_stages": 3}), 12)
