@@ -336,13 +336,23 @@ def _wave_priors(problem: Problem, space: SearchSpace, default: KernelConfig) ->
     return [] if half is None else [half]
 
 
+def _tma_runs(problem: Problem, space: SearchSpace) -> bool:
+    """Whether the TMA kernel takes ``problem``'s operands in ``space``."""
+    return space.tma and why_no_tma(problem) is None
+
+
+def _explicit(config: KernelConfig, problem: Problem, space: SearchSpace) -> KernelConfig:
+    """``config`` with an "auto" variant made explicit, as api._plan_kernel resolves it: TMA
+    where descriptors can be made."""
+    if config.variant != "auto":
+        return config
+    return config.on_variant("tma" if _tma_runs(problem, space) else "grouped")
+
+
 def space_default(problem: Problem, space: SearchSpace) -> KernelConfig:
     """The default config of ``problem`` as the space writes it ("auto" made explicit)."""
-    tma = space.tma and why_no_tma(problem) is None
-    default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu, tma=tma)
-    if default.variant == "auto":  # as api._plan_kernel resolves it: TMA where descriptors can be made
-        default = default.on_variant("tma" if tma else "grouped")
-    return default
+    return _explicit(default_config(problem.m, problem.n, problem.k, problem.torch_dtype, gpu=space.gpu,
+                                    tma=_tma_runs(problem, space)), problem, space)
 
 
 def _fresh_valid(candidates: Sequence[KernelConfig], space: SearchSpace, history: Sequence[Trial],
@@ -359,9 +369,9 @@ def untuned_pick(problem: Problem, space: SearchSpace, device: str) -> KernelCon
     A tune that never tried it could export a winner slower than what ran untuned: on the
     H100, 48 random trials at 4x8960x640 kept a config 1.08x slower than the pick
     (docs/selector.md)."""
-    tma = space.tma and why_no_tma(problem) is None
     return pick(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
-                problem.layout, device=device, limit=space.smem_limit, tma=tma, gpu=space.gpu).config
+                problem.layout, device=device, limit=space.smem_limit, tma=_tma_runs(problem, space),
+                gpu=space.gpu).config
 
 
 def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorded] | None, *, device: str, timing: str,
@@ -399,9 +409,7 @@ def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorde
 
     for config in base:
         add(config)
-    untuned = untuned_pick(problem, space, device)
-    if untuned.variant == "auto":  # as space_default writes it
-        untuned = untuned.on_variant("tma" if space.tma and why_no_tma(problem) is None else "grouped")
+    untuned = _explicit(untuned_pick(problem, space, device), problem, space)
     if not add(untuned) and space.gpu and space.allowed is None and space.canonical(untuned) not in out:
         # What matmul runs untuned is tried even where the space's rules leave it out (a
         # decode tile thinner than they allow, split-K 16, a shipped entry's tile): a tune
