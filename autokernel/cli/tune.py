@@ -393,19 +393,21 @@ def _render(entry: dict) -> None:
     console.print(line, highlight=False)
     if entry.get("matmul") is not None:
         config, source = entry["matmul"]
-        if _same_launch(config, best["config"], p.m):
+        if _same_launch(config, best["config"], p):
             console.print(f"autokernel.matmul runs the winner here already ({source})", highlight=False)
         else:
             console.print(f"autokernel.matmul runs {config.short()} ({source}) here; for the winner: "
                           "autokernel export-best -o best.json, then AUTOKERNEL_CONFIG=best.json", highlight=False)
 
 
-def _same_launch(a: Any, b: Any, m: int) -> bool:
-    """Whether configs ``a`` and ``b`` launch the same kernel for M rows: equal, or equal
-    but for a group_m that both set to cover every row of tiles (the same tile order)."""
-    if a == b:
-        return True
-    return a.model_copy(update={"group_m": b.group_m}) == b and -(-m // a.block_m) <= min(a.group_m, b.group_m)
+def _same_launch(a: Any, b: Any, problem: Any) -> bool:
+    """Whether configs ``a`` and ``b`` launch the same kernel for ``problem``: alike as the
+    tuning space writes them (``SearchSpace.canonical``: a group_m past the tile-rows is the
+    same tile order as the smallest that covers them)."""
+    from autokernel.tuning.space import SearchSpace
+
+    canonical = SearchSpace(problem).canonical
+    return canonical(a) == canonical(b)
 
 
 def _to_json(entry: dict) -> dict:

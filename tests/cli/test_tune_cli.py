@@ -353,9 +353,10 @@ def test_a_group_past_every_row_of_tiles_is_the_same_launch():
     covers every row of tiles (one tile order), and not otherwise."""
     from autokernel.cli.tune import _same_launch
     from autokernel.config import KernelConfig
+    from autokernel.records import Problem
 
     a = KernelConfig(block_m=16, block_n=64, block_k=128, group_m=8, num_warps=4, num_stages=4, split_k=16)
     b = a.model_copy(update={"group_m": 1})
-    assert _same_launch(a, b, 12) and _same_launch(a, a, 4096)
-    assert not _same_launch(a, b, 40)  # three rows of tiles: group 1 and 8 order them differently
-    assert not _same_launch(a, a.model_copy(update={"num_stages": 3}), 12)
+    assert _same_launch(a, b, Problem(12, 512, 19328)) and _same_launch(a, a, Problem(4096, 4096, 4096))
+    assert not _same_launch(a, b, Problem(40, 512, 19328))  # three rows of tiles: group 1 and 8 order them differently
+    assert not _same_launch(a, a.model_copy(update={"num_stages": 3}), Problem(12, 512, 19328))
