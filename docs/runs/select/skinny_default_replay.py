@@ -6,7 +6,6 @@ shipped model of the sweep's GPU (on the H200 the H100's, carried).
     python3 docs/runs/select/skinny_default_replay.py SWEEP.jsonl[.gz] ...
 """
 import collections
-import functools
 import sys
 from pathlib import Path
 
@@ -15,16 +14,16 @@ import fit_selector as fs  # noqa: E402
 from autokernel import best, config, select  # noqa: E402
 
 rule = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
-rules = {"pointer default": functools.partial(config.default_config, tma=False), "TMA default": config.default_config}
+rules = {"pointer default": lambda m, n, k, dtype, *, gpu=None, tma=False: config.default_config(m, n, k, dtype,
+                                                                                                  gpu=gpu),
+         "TMA default": config.default_config}
 by = collections.defaultdict(list)
 for r in fs.read_rows(sys.argv[1:]):
     by[fs.shape_key(r)].append(r)
 model = best.selector_model(next(iter(by))[-1])
 print(f"{len(by)} problems of {', '.join(sys.argv[1:])}")
 for name, default_config in rules.items():
-    best.default_config = lambda m, n, k, dtype, *, gpu=None, tma=False, f=default_config: f(m, n, k, dtype, gpu=gpu)
-    if name == "TMA default":
-        best.default_config = default_config
+    best.default_config = default_config
     got = [fs.judge(model, key, rows, rule) for key, rows in sorted(by.items())]
     v = [g for g in got if g is not None]
     print(f"  {name}: pick/best {fs.geomean(x[1] for x in v):.4f}, >= 0.90 on {sum(x[1] >= 0.9 for x in v)} of "
