@@ -412,8 +412,8 @@ def prior_configs(problem: Problem, space: SearchSpace, trials: Sequence[Recorde
     untuned = _explicit(untuned_pick(problem, space, device), problem, space)
     if not add(untuned) and space.gpu and space.allowed is None and space.canonical(untuned) not in out:
         # What matmul runs untuned is tried even where the space's rules leave it out (a
-        # decode tile thinner than they allow, split-K 16, a shipped entry's tile): a tune
-        # that never tried it could keep, and export, a slower winner.
+        # shipped tuned entry's config: split-K past 256 rows, a tile larger than the
+        # problem): a tune that never tried it could keep, and export, a slower winner.
         out.append(space.canonical(untuned))
     if trials:
         best = [t for t in best_per_problem(trials)

@@ -31,10 +31,24 @@ GPU_CHOICES: dict[str, tuple] = knobs.narrow(
     num_warps=(4, 8),
     num_stages=(3, 4, 5, 6, 8),
     variant=("grouped", "tma"),
-    split_k=(1, 2, 4, 8),
+    split_k=(1, 2, 4, 8, 16),
 )
 _MAX_ACC_REGS = 128  # fp32 accumulator registers per thread; past this the kernel spills
 _MIN_USEFUL_TILE = 64  # below this (m or n) a tile only pays where the problem is that thin (or a THIN_TMA tile)
+
+
+def thinnest_tile(size: int, variant: str = "grouped") -> int:
+    """The thinnest tile (block_m or block_n) worth trying for a problem dimension of
+    ``size``: _MIN_USEFUL_TILE, or where the problem is no larger, its size rounded up to a
+    power of two; on the pointer kernel any tile from 16 up there: for M <= 64 matmul's
+    selector picks 16-row pointer tiles (split or not), and a tune that could not try them
+    kept slower ones. (The TMA kernel's tiles of fewer than 64 rows are its THIN_TMA ones.)"""
+    rounded = _next_pow2(max(size, 1))
+    if rounded > _MIN_USEFUL_TILE:
+        return _MIN_USEFUL_TILE
+    return 16 if variant == "grouped" else rounded
+
+
 _SKINNY_M = 256  # split-K pays where the output has too few tiles to fill the GPU...
 _LONG_K = 4  # ...or where K is this many times the larger of M and N (the dW GEMM)
 _MAX_TAIL_FILL = 0.875  # stream-K only where the last wave leaves at least 1/8 of the SMs idle
@@ -139,7 +153,7 @@ class SearchSpace:
             return (f"a {config.block_m}x{config.block_n} tile on {consumers} {'consumer ' if config.warp_specialize else ''}"
                     f"warps needs {acc_regs} accumulator registers per thread")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
-            floor = min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))
+            floor = thinnest_tile(size, config.variant)
             if self.gpu and getattr(config, dim) < floor and not thin_tma(config):
                 return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({dim[-1].upper()}={size})"
         # Fit to the shape: a tile dimension more than twice the (rounded-up) problem

@@ -157,12 +157,32 @@ def test_the_thin_tma_tiles_and_a_skinny_default_are_in_the_space(m, n, k):
         assert default.variant == "tma" and default.num_stages == 6
 
 
-@pytest.mark.parametrize("m, n, k", [(44, 896, 512), (12, 512, 19328)])
-def test_a_gpu_tune_tries_the_untuned_pick_first_even_outside_the_space(m, n, k, tmp_path):
-    """What matmul runs untuned (here a 16-row decode tile the space's rules call too thin,
-    or split-K 16, past the space's 8) is seeded and evaluated in the first generation: a
-    tune that never tried it could export a slower winner. A replayed sweep's space (its
-    configs only) is left as it is."""
+@pytest.mark.parametrize("m, n, k", [(44, 896, 512), (12, 512, 19328), (64, 512, 2816)])
+def test_the_gpu_space_holds_the_decode_picks(m, n, k):
+    """matmul's untuned pick for few rows (16-row pointer tiles up to M = 64, split-K 16) is
+    a config of the tuning space, so its strategies can propose it and its neighbours; the
+    TMA kernel's tiles stay at the rows rounded up (its thinner ones are the THIN_TMA tiles)."""
+    from tests.helpers import gpu_space
+
+    problem = Problem(m, n, k, "float16", layout="nt")
+    space = dataclasses.replace(gpu_space(problem), programs=132)
+    untuned = space.canonical(loop._explicit(loop.untuned_pick(problem, space, "NVIDIA H100 80GB HBM3"), problem, space))
+    assert untuned.block_m == 16 and space.contains(untuned), space.why_invalid(untuned)
+    if k >= 16 * untuned.block_k:  # K slices long enough for 16 of them
+        assert space.contains(space.canonical(untuned.model_copy(update={"split_k": 16})))
+    thin_tma = KernelConfig(block_m=16, block_n=64, block_k=128, group_m=1, num_warps=4, num_stages=4, variant="tma")
+    if m > 16:
+        assert "thinner" in space.why_invalid(thin_tma)
+    assert "thinner" in gpu_space(Problem(128, n, k, "float16", layout="nt")).why_invalid(
+        untuned.model_copy(update={"split_k": 1, "group_m": 8}))
+
+
+@pytest.mark.parametrize("m, n, k, dtype", [(559, 1536, 4992, "bfloat16"), (28, 6144, 1152, "bfloat16")])
+def test_a_gpu_tune_tries_the_untuned_pick_first_even_outside_the_space(m, n, k, dtype, tmp_path):
+    """What matmul runs untuned (here a shipped tuned entry's config the space's rules leave
+    out: split-K at 559 rows, a 64-row tile for 28 rows) is seeded and evaluated in the first
+    generation: a tune that never tried it could export a slower winner. A replayed sweep's
+    space (its configs only) is left as it is."""
     from autokernel.tuning.protocols import EvaluatorBase
     from tests.helpers import gpu_space
 
@@ -184,7 +204,7 @@ def test_a_gpu_tune_tries_the_untuned_pick_first_even_outside_the_space(m, n, k,
             return self.evaluate(problem, configs, on_trial)
 
     device = "NVIDIA H100 80GB HBM3"
-    problem = Problem(m, n, k, "float16", layout="nt")
+    problem = Problem(m, n, k, dtype, layout="nt")
     space = dataclasses.replace(gpu_space(problem), programs=132)
     untuned = space.canonical(loop.untuned_pick(problem, space, device))
     assert not space.contains(untuned)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from autokernel import knobs, runtime
 from autokernel.config import KernelConfig
 from autokernel.records import Trial
-from autokernel.tuning.space import _MAX_ACC_REGS, _MIN_USEFUL_TILE, PARAMS, SearchSpace, _next_pow2, config_key
+from autokernel.tuning.space import _MAX_ACC_REGS, PARAMS, SearchSpace, _next_pow2, config_key, thinnest_tile
 
 TOP_TRIALS = 10
 RECENT_FAILURES = 8
@@ -145,7 +145,7 @@ def _constraint_lines(space: SearchSpace) -> list[str]:
         lines.append(f"- block_m * block_n / (32 * num_warps * ({knobs.WS_CONSUMER_GROUPS} if warp_specialize else 1)) "
                      f"<= {_MAX_ACC_REGS} (fp32 accumulator registers per thread; beyond it the kernel spills)")
         for dim, size in (("block_m", p.m), ("block_n", p.n)):
-            lines.append(f"- {dim} >= {min(_MIN_USEFUL_TILE, _next_pow2(max(size, 1)))} "
+            lines.append(f"- {dim} >= {thinnest_tile(size)} ({thinnest_tile(size, 'tma')} with variant \"tma\") "
                          f"(thinner tiles only pay where the problem is that thin)")
     for dim, size, letter in (("block_m", p.m, "M"), ("block_n", p.n, "N"), ("block_k", p.k, "K")):
         cap = max(min(space.choices[dim]), _next_pow2(max(size, 1)))
