@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from autokernel import runtime
-from autokernel.api import matmul, torch_activation
+from autokernel.api import matmul, tma_runs_for, torch_activation
 from autokernel.config import ConfigError, KernelConfig, check_fits, default_config
 from autokernel.records import Problem, Trial, fresh_seed  # noqa: F401  (Trial re-exported: the record every evaluation produces)
 from autokernel.timing import (
@@ -105,6 +105,16 @@ def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / ref_norm if ref_norm > 0 else diff
 
 
+def problem_default(problem: Problem) -> KernelConfig:
+    """The default config autokernel.matmul falls back to for ``problem``'s operands as
+    ``Problem.make_inputs`` stores them: ``default_config`` told whether the TMA kernel
+    takes them (``api.tma_runs_for``), so that a skinny 16-bit problem's default is its
+    thin TMA tile there, as in ``best.pick``."""
+    dtype = problem.torch_dtype
+    tma = tma_runs_for(problem.m, problem.n, problem.k, dtype, problem.layout)
+    return default_config(problem.m, problem.n, problem.k, dtype, gpu=not runtime.INTERPRETER, tma=tma)
+
+
 def check_correctness(
     problem: Problem, config: KernelConfig | None = None, *, seed: int | None = None, slope: float = LEAKY_SLOPE
 ) -> CheckResult:
@@ -113,7 +123,7 @@ def check_correctness(
     Never raises for a kernel failure: the error is in the result.
     """
     if config is None:
-        config = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+        config = problem_default(problem)
     device = runtime.kernel_device()
     try:
         a, b, bias = problem.make_inputs(device, seed)
@@ -247,7 +257,7 @@ def evaluate(
     timer: Callable[..., Timing] = time_fn,
     graph_time: bool = False,
 ) -> Trial:
-    """Check the Triton kernel for ``problem`` with ``config`` (default: default_config), then time it.
+    """Check the Triton kernel for ``problem`` with ``config`` (default: ``problem_default``), then time it.
 
     Correctness comes first (check_correctness on fresh random inputs); only a passing
     kernel is timed, on other random inputs rotated as timing.make_input_sets decides.
@@ -256,7 +266,7 @@ def evaluate(
     say what went wrong.
     """
     if config is None:
-        config = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+        config = problem_default(problem)
     failed = launch_once(problem, config, seed=seed, slope=slope)
     if failed is not None:
         return failed

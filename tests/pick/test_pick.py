@@ -268,6 +268,27 @@ def test_tma_runs_for_a_problem_as_for_its_tensors(monkeypatch):
     assert not api.tma_runs_for(64, 64, 64, torch.float16, "nt")
 
 
+def test_bench_untuned_times_the_default_matmul_falls_back_to(monkeypatch):
+    """``bench --untuned`` and the evaluator's config-less path time the default that
+    ``best.pick`` anchors on: for a skinny 16-bit problem the TMA kernel takes, its thin TMA
+    tile; the pointer tile where the operands have no descriptor or the GPU no TMA."""
+    from autokernel.evaluate import problem_default
+
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(runtime, "has_tma", lambda: True)
+    for m, n, k, layout in [(128, 4096, 4096, "nt"), (200, 1000, 3000, "nt"), (100, 4000, 4000, "nn"),
+                            (100, 4000, 4001, "nt"), (4096, 4096, 4096, "nt"), (16, 4096, 4096, "nt")]:
+        p = Problem(m, n, k, "bfloat16", layout=layout)
+        tma = api.tma_runs_for(m, n, k, torch.bfloat16, layout)
+        expected = best.pick(m, n, k, torch.bfloat16, "none", False, layout, device="NVIDIA H100 80GB HBM3",
+                             gpu=True, tma=tma).default
+        assert problem_default(p) == expected, (m, n, k, layout)
+    assert problem_default(Problem(128, 4096, 4096, "bfloat16", layout="nt")).variant == "tma"
+    assert problem_default(Problem(100, 4000, 4001, "bfloat16", layout="nt")).variant == "grouped"  # no descriptor
+    monkeypatch.setattr(runtime, "has_tma", lambda: False)
+    assert problem_default(Problem(128, 4096, 4096, "bfloat16", layout="nt")).variant == "grouped"
+
+
 def test_pick_overhead_benchmark_reports_both_figures():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pick_overhead.py"), "--n", "12", "--json"],
