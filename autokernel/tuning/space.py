@@ -41,8 +41,9 @@ def thinnest_tile(size: int, variant: str = "grouped") -> int:
     """The thinnest tile (block_m or block_n) worth trying for a problem dimension of
     ``size``: _MIN_USEFUL_TILE, or where the problem is no larger, its size rounded up to a
     power of two; on the pointer kernel any tile from 16 up there: for M <= 64 matmul's
-    selector picks 16-row pointer tiles (split or not), and a tune that could not try them
-    kept slower ones. (The TMA kernel's tiles of fewer than 64 rows are its THIN_TMA ones.)"""
+    selector picks 16-row pointer tiles (split or not), so a tune's strategies should be
+    able to propose them and their neighbours. (The TMA kernel's tiles of fewer than 64 rows
+    are its THIN_TMA ones.)"""
     rounded = _next_pow2(max(size, 1))
     if rounded > _MIN_USEFUL_TILE:
         return _MIN_USEFUL_TILE
