@@ -110,9 +110,19 @@ def problem_default(problem: Problem) -> KernelConfig:
     ``Problem.make_inputs`` stores them: ``default_config`` told whether the TMA kernel
     takes them (``api.tma_runs_for``), so that a skinny 16-bit problem's default is its
     thin TMA tile there, as in ``best.pick``."""
-    dtype = problem.torch_dtype
-    tma = tma_runs_for(problem.m, problem.n, problem.k, dtype, problem.layout)
-    return default_config(problem.m, problem.n, problem.k, dtype, gpu=not runtime.INTERPRETER, tma=tma)
+    return _fallback(problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout)
+
+
+def linear_defaults(problem: Problem) -> tuple[KernelConfig, KernelConfig, KernelConfig]:
+    """The defaults ``problem_default`` gives the three GEMMs of an nn.Linear training step
+    on ``problem`` (X [M, K], the weight [N, K]), laid out as ``linear`` runs them: the
+    forward [M, N] = X @ W^T (nt), dX [M, K] = dY @ W (nn), dW [N, K] = dY^T @ X (tn)."""
+    m, n, k, dt = problem.m, problem.n, problem.k, problem.torch_dtype
+    return _fallback(m, n, k, dt, "nt"), _fallback(m, k, n, dt, "nn"), _fallback(n, k, m, dt, "tn")
+
+
+def _fallback(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> KernelConfig:
+    return default_config(m, n, k, dtype, gpu=not runtime.INTERPRETER, tma=tma_runs_for(m, n, k, dtype, layout))
 
 
 def check_correctness(
@@ -540,7 +550,7 @@ def _training_step(problem: Problem, kernel: str, config: KernelConfig | None, s
                    slope: float) -> tuple[Callable, Callable[[int], tuple], KernelConfig | None]:
     """(step(x, w, b, dy) -> (y, dx, dw[, db]), make(i) -> input set i, the forward GEMM's
     config) of one training step of ``problem`` with ``kernel``, as evaluate_linear_training
-    describes: ``config`` None runs all three of ours with default_config."""
+    describes: ``config`` None runs all three of ours with their defaults (``linear_defaults``)."""
     if kernel not in TRAINING_KERNELS:
         raise ValueError(f"unknown training kernel {kernel!r}; choose one of {', '.join(TRAINING_KERNELS)}")
     from autokernel.api import linear
@@ -550,9 +560,7 @@ def _training_step(problem: Problem, kernel: str, config: KernelConfig | None, s
     act = problem.activation
     dx_config = dw_config = None
     if kernel == "triton_autograd" and config is None:
-        config = default_config(problem.m, problem.n, problem.k, dt)
-        dx_config = default_config(problem.m, problem.k, problem.n, dt)  # dX [M, K] = dY [M, N] @ W [N, K]
-        dw_config = default_config(problem.n, problem.k, problem.m, dt)  # dW [N, K] = dY^T [N, M] @ X [M, K]
+        config, dx_config, dw_config = linear_defaults(problem)
     fresh = fresh_seed()
 
     def make(i: int):
@@ -626,7 +634,7 @@ def evaluate_linear_training(
 
     The problem reads as an nn.Linear: X is [M, K], the weight [N, K], the bias [N]
     (problem.bias). ``config`` is the forward GEMM's; None runs all three GEMMs (forward,
-    dX, dW) with default_config, where a config given leaves dX's and dW's to linear
+    dX, dW) with their defaults (``linear_defaults``), where a config given leaves dX's and dW's to linear
     (the tuned lookup, else the default). Correctness: Y and the gradients of X, W (and b) against float32
     autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
     three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.

@@ -261,8 +261,9 @@ def bench(
     config: ConfigOpt = None,
     best: BestOpt = None,
     untuned: Annotated[bool, typer.Option(
-        "--untuned", help="Time default_config, not the tuned config autokernel.matmul would pick "
-                          "($AUTOKERNEL_CONFIG, then the configs shipped for this GPU).")] = False,
+        "--untuned", help="Time the default config autokernel.matmul falls back to (with --backward, each "
+                          "GEMM's own), not the config it would pick ($AUTOKERNEL_CONFIG, the configs shipped "
+                          "for this GPU, the selector).")] = False,
     json_out: JsonOpt = False,
     csv_path: Annotated[str | None, typer.Option("--csv", help="Also write this run's table to a CSV file.")] = None,
     history: HistoryOpt = None,

@@ -289,6 +289,28 @@ def test_bench_untuned_times_the_default_matmul_falls_back_to(monkeypatch):
     assert problem_default(Problem(128, 4096, 4096, "bfloat16", layout="nt")).variant == "grouped"
 
 
+def test_bench_backward_times_the_defaults_linear_falls_back_to(monkeypatch):
+    """The training step's config-less path (``bench --backward --untuned``) gives each of
+    its three GEMMs the default of its own shape and layout as ``best.pick`` anchors on:
+    forward nt, dX nn, dW tn; TMA-aware like the forward's ``problem_default``."""
+    from autokernel.evaluate import linear_defaults
+
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.setattr(runtime, "has_tma", lambda: True)
+    for m, n, k in [(128, 4096, 4096), (200, 1000, 3000), (4096, 4096, 4096), (100, 4000, 4001), (16, 4096, 4096)]:
+        got = linear_defaults(Problem(m, n, k, "bfloat16"))
+        shapes = [(m, n, k, "nt"), (m, k, n, "nn"), (n, k, m, "tn")]
+        for config, (gm, gn, gk, layout) in zip(got, shapes, strict=True):
+            tma = api.tma_runs_for(gm, gn, gk, torch.bfloat16, layout)
+            expected = best.pick(gm, gn, gk, torch.bfloat16, "none", False, layout, device="NVIDIA H100 80GB HBM3",
+                                 gpu=True, tma=tma).default
+            assert config == expected, (m, n, k, layout)
+    # dX of a 128-token step (128 x 4096 x 4096, nn) takes the thin TMA tile; with K = 4001
+    # the weight's rows have no descriptor and every GEMM but dW keeps the pointer tile.
+    assert linear_defaults(Problem(128, 4096, 4096, "bfloat16"))[1].variant == "tma"
+    assert [c.variant for c in linear_defaults(Problem(100, 4000, 4001, "bfloat16"))][:2] == ["grouped", "grouped"]
+
+
 def test_pick_overhead_benchmark_reports_both_figures():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pick_overhead.py"), "--n", "12", "--json"],
