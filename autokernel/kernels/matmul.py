@@ -17,15 +17,22 @@ _INT32_MAX = 2**31 - 1
 
 @triton.jit
 def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """Map a linear program id to (pid_m, pid_n) in grouped (swizzled) order."""
+    """Map a linear program id to (pid_m, pid_n) in grouped (swizzled) order: GROUP_M
+    tile-rows at a time, column by column. The tile-rows left past the last full group
+    join it where they are at most half a group: a group of one or two tile-rows would
+    read all of B again from DRAM for a sliver of the work."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
+    full_groups = num_pid_m // GROUP_M
+    merged = (full_groups > 0) & ((num_pid_m - full_groups * GROUP_M) * 2 <= GROUP_M)
+    last_group = tl.where(merged, full_groups - 1, full_groups)
+    group_id = tl.minimum(pid // num_pid_in_group, last_group)
     first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    group_size_m = tl.where(group_id == last_group, num_pid_m - first_pid_m, GROUP_M)
+    local = pid - group_id * num_pid_in_group
+    pid_m = first_pid_m + local % group_size_m
+    pid_n = local // group_size_m
     return pid_m, pid_n
 
 

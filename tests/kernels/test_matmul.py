@@ -5,10 +5,13 @@ import zlib
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 import autokernel as ak
 from autokernel import plans
 from autokernel.evaluate import reference
+from autokernel.kernels.matmul import grouped_tile
 
 from tests.helpers import FP32_TOL, rel_error
 
@@ -97,14 +100,51 @@ def test_every_element_written_with_explicit_config(device):
     assert rel_error(out, reference(a, b, bb, "silu")) < 1e-2
 
 
-@pytest.mark.parametrize("group_m", [1, 3, 64])
-def test_group_order_covers_every_tile(group_m, device):
-    a, b, _ = _inputs(100, 70, 16, torch.float16, device, bias=False)
-    cfg = ak.KernelConfig(block_m=16, block_n=16, block_k=16, group_m=group_m, num_warps=1, num_stages=1)
-    out = torch.full((100, 70), float("nan"), dtype=torch.float16, device=device)
-    ak.matmul(a, b, config=cfg, out=out)
+# 7 rows of 16-row tiles: group_m 2 and 3 leave one row past their full groups (merged into
+# the last), 4 leaves three (a group of its own), 1 and 64 make no partial group.
+GROUP_VARIANTS = [dict(), dict(split_k=2), dict(stream_k=True), dict(variant="tma", block_k=32),
+                  dict(variant="tma", block_k=16, stream_k=True)]
+
+
+@pytest.mark.parametrize("group_m", [1, 2, 3, 4, 64])
+@pytest.mark.parametrize("extra", GROUP_VARIANTS, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()) or "grouped")
+def test_group_order_covers_every_tile(group_m, extra, device):
+    a, b, bb = _inputs(100, 72, 64, torch.float16, device)
+    fields = dict(block_m=16, block_n=16, block_k=16, group_m=group_m, num_warps=1, num_stages=1) | extra
+    out = torch.full((100, 72), float("nan"), dtype=torch.float16, device=device)
+    ak.matmul(a, b, bb, "relu", config=ak.KernelConfig(**fields), out=out)
     assert not torch.isnan(out).any()
-    assert rel_error(out, a.float() @ b.float()) < 1e-2
+    assert rel_error(out, reference(a, b, bb, "relu")) < 1e-2
+
+
+@triton.jit
+def _order_kernel(out_ptr, M, N, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = grouped_tile(pid, M, N, 1, 1, GROUP_M)
+    tl.store(out_ptr + 2 * pid, pid_m)
+    tl.store(out_ptr + 2 * pid + 1, pid_n)
+
+
+def _tile_order(rows: int, cols: int, group_m: int) -> list[tuple[int, int]]:
+    """(pid_m, pid_n) of each program id under the kernels' grouped order, on 1x1 tiles."""
+    out = torch.full((rows * cols, 2), -1, dtype=torch.int32)
+    _order_kernel[(rows * cols,)](out, rows, cols, GROUP_M=group_m)
+    return [tuple(x) for x in out.tolist()]
+
+
+@pytest.mark.parametrize("rows,group_m,groups", [(9, 8, [9]), (12, 8, [12]), (13, 8, [8, 5]), (17, 8, [8, 9]),
+                                                 (16, 8, [8, 8]), (5, 8, [5]), (7, 3, [3, 4]), (6, 1, [1] * 6)])
+def test_grouped_order_merges_a_small_last_group(rows, group_m, groups):
+    """Rows of tiles go GROUP_M at a time, column by column; those left past the last full
+    group join it where they are at most half a group (one pass over B fewer)."""
+    cols = 3
+    order = _tile_order(rows, cols, group_m)
+    assert sorted(order) == [(r, c) for r in range(rows) for c in range(cols)]
+    expected, first = [], 0
+    for size in groups:
+        expected += [(first + i % size, i // size) for i in range(size * cols)]
+        first += size
+    assert order == expected
 
 
 def test_linear_leading_dims_and_weight_layout(device):
