@@ -402,8 +402,8 @@ def _render(entry: dict) -> None:
 
 def _same_launch(a: Any, b: Any, problem: Any) -> bool:
     """Whether configs ``a`` and ``b`` launch the same kernel for ``problem``: alike as the
-    tuning space writes them (``SearchSpace.canonical``: a group_m past the tile-rows is the
-    same tile order as the smallest that covers them)."""
+    tuning space writes them (``SearchSpace.canonical``: group_m values that order the
+    problem's tiles alike are one)."""
     from autokernel.tuning.space import SearchSpace
 
     canonical = SearchSpace(problem).canonical

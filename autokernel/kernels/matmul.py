@@ -36,6 +36,17 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
     return pid_m, pid_n
 
 
+def group_sizes(tile_rows: int, group_m: int) -> tuple[int, ...]:
+    """The tile-rows of each group in ``grouped_tile``'s order (its rule, in Python: groups
+    of ``group_m``, the rows left past the last full group joining it where they are at most
+    half a group). Two group_m values with equal sizes launch the same tile order."""
+    full = tile_rows // group_m
+    rest = tile_rows - full * group_m
+    if full and 2 * rest <= group_m:
+        return (group_m,) * (full - 1) + (group_m + rest,)
+    return (group_m,) * full + ((rest,) if rest else ())
+
+
 @triton.jit
 def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
                  EVEN_K: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr):

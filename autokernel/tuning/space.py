@@ -15,6 +15,7 @@ import torch
 from autokernel import knobs, runtime
 from autokernel.candidates import thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2, shared_memory_bytes
+from autokernel.kernels.matmul import group_sizes
 from autokernel.kernels.matmul_tma import _INTERPRETER_PROGRAMS
 from autokernel.records import Problem
 
@@ -163,21 +164,27 @@ class SearchSpace:
             smallest = min(self.choices[dim])
             if getattr(config, dim) > max(smallest, _next_pow2(max(size, 1))):
                 return f"{dim}={getattr(config, dim)} exceeds the problem's {dim[-1].upper()}={size}"
-        # group_m beyond the tile-rows there are behaves like the smallest group that covers them.
-        tiles_m = _cdiv(p.m, config.block_m)
-        covering = [g for g in self.choices["group_m"] if g >= tiles_m]
-        if covering and config.group_m > min(covering):
-            return f"group_m={config.group_m} acts as {min(covering)}: the problem has {tiles_m} tile-rows"
+        # A group_m that orders the tiles as a smaller one does (one past the tile-rows
+        # there are, or whose last group joins the one before) is that one.
+        same = self._same_order(config)
+        if same != config.group_m:
+            return (f"group_m={config.group_m} acts as {same}: the problem has {_cdiv(p.m, config.block_m)} "
+                    "tile-rows (the same tile order)")
         return None
 
-    def canonical(self, config: KernelConfig) -> KernelConfig:
-        """``config`` with a group_m past the problem's tile-rows replaced by the smallest
-        group in the space that covers them (they launch the same tile order)."""
+    def _same_order(self, config) -> int:
+        """The smallest group_m of the space that launches ``config``'s tile order on this
+        problem (``group_sizes``), or config's own if none smaller does."""
         tiles_m = _cdiv(self.problem.m, config.block_m)
-        covering = [g for g in self.choices["group_m"] if g >= tiles_m]
-        if covering and config.group_m > min(covering):
-            return config.model_copy(update={"group_m": min(covering)})
-        return config
+        order = group_sizes(tiles_m, config.group_m)
+        return min([g for g in self.choices["group_m"] if g < config.group_m and group_sizes(tiles_m, g) == order],
+                   default=config.group_m)
+
+    def canonical(self, config: KernelConfig) -> KernelConfig:
+        """``config`` with its group_m replaced by the smallest in the space that launches the
+        same tile order on this problem (``group_sizes``)."""
+        same = self._same_order(config)
+        return config if same == config.group_m else config.model_copy(update={"group_m": same})
 
     def contains(self, config: KernelConfig) -> bool:
         return self.why_invalid(config) is None

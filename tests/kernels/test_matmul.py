@@ -11,7 +11,7 @@ import triton.language as tl
 import autokernel as ak
 from autokernel import plans
 from autokernel.evaluate import reference
-from autokernel.kernels.matmul import grouped_tile
+from autokernel.kernels.matmul import group_sizes, grouped_tile
 
 from tests.helpers import FP32_TOL, rel_error
 
@@ -145,6 +145,20 @@ def test_grouped_order_merges_a_small_last_group(rows, group_m, groups):
         expected += [(first + i % size, i // size) for i in range(size * cols)]
         first += size
     assert order == expected
+    assert group_sizes(rows, group_m) == tuple(groups)
+
+
+def test_group_sizes_mirror_the_kernels_order():
+    """``group_sizes`` (the tuning space's test of two group_m values being one order) against
+    the order the kernels launch, over every split of up to 40 tile-rows."""
+    for group_m in (1, 2, 3, 4, 8, 16):
+        for rows in range(1, 41):
+            order = [pid_m for pid_m, _ in _tile_order(rows, 1, group_m)]
+            sizes, first = [], 0
+            for size in group_sizes(rows, group_m):
+                assert order[first:first + size] == list(range(first, first + size))
+                first += size
+            assert first == rows
 
 
 def test_linear_leading_dims_and_weight_layout(device):

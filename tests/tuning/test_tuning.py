@@ -35,6 +35,12 @@ def test_space_prunes_impossible_configs() -> None:
     assert skinny.why_invalid(thin_ok) is None
     assert "acts as" in skinny.why_invalid(thin_ok.model_copy(update={"group_m": 8}))  # one tile-row: same as 1
     assert skinny.canonical(thin_ok.model_copy(update={"group_m": 8})) == thin_ok
+    # 9 rows of 128-row tiles: a group of 8 takes the ninth row (one group), as 16 does
+    nine = gpu_space(Problem(1100, 4096, 4096))
+    assert "acts as 8" in nine.why_invalid(ok.model_copy(update={"group_m": 16}))
+    assert nine.canonical(ok.model_copy(update={"group_m": 16})) == ok
+    thirteen = gpu_space(Problem(1600, 4096, 4096))  # 13 rows: groups of 8 and 5, against 13 in one
+    assert nine.why_invalid(ok) is None and thirteen.why_invalid(ok.model_copy(update={"group_m": 16})) is None
     fp32 = gpu_space(Problem(4096, 4096, 4096, "float32"))
     assert "float16 and bfloat16" in fp32.why_invalid(ok)
     configs = space.configs()
