@@ -360,3 +360,7 @@ def test_a_group_past_every_row_of_tiles_is_the_same_launch():
     assert _same_launch(a, b, Problem(12, 512, 19328)) and _same_launch(a, a, Problem(4096, 4096, 4096))
     assert not _same_launch(a, b, Problem(40, 512, 19328))  # three rows of tiles: group 1 and 8 order them differently
     assert not _same_launch(a, a.model_copy(update={"num_stages": 3}), Problem(12, 512, 19328))
+    # nine rows of tiles: the ninth joins a group of 8, one group as with 16
+    tile = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3, variant="tma")
+    assert _same_launch(tile, tile.model_copy(update={"group_m": 16}), Problem(1100, 4096, 4096))
+    assert not _same_launch(tile, tile.model_copy(update={"group_m": 16}), Problem(1700, 4096, 4096))  # 14 rows
