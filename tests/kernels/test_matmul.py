@@ -140,25 +140,26 @@ def test_grouped_order_merges_a_small_last_group(rows, group_m, groups):
     cols = 3
     order = _tile_order(rows, cols, group_m)
     assert sorted(order) == [(r, c) for r in range(rows) for c in range(cols)]
+    assert order == _grouped_order(groups, cols)
+    assert group_sizes(rows, group_m) == tuple(groups)
+
+
+def _grouped_order(groups, cols: int) -> list[tuple[int, int]]:
+    """(pid_m, pid_n) per program id for groups of these many tile-rows, each column by column."""
     expected, first = [], 0
     for size in groups:
         expected += [(first + i % size, i // size) for i in range(size * cols)]
         first += size
-    assert order == expected
-    assert group_sizes(rows, group_m) == tuple(groups)
+    return expected
 
 
 def test_group_sizes_mirror_the_kernels_order():
     """``group_sizes`` (the tuning space's test of two group_m values being one order) against
-    the order the kernels launch, over every split of up to 40 tile-rows."""
+    the order the kernels launch, over every split of up to 40 tile-rows (two columns, so
+    that a group's bounds show in the order)."""
     for group_m in (1, 2, 3, 4, 8, 16):
         for rows in range(1, 41):
-            order = [pid_m for pid_m, _ in _tile_order(rows, 1, group_m)]
-            sizes, first = [], 0
-            for size in group_sizes(rows, group_m):
-                assert order[first:first + size] == list(range(first, first + size))
-                first += size
-            assert first == rows
+            assert _tile_order(rows, 2, group_m) == _grouped_order(group_sizes(rows, group_m), 2), (rows, group_m)
 
 
 def test_linear_leading_dims_and_weight_layout(device):
