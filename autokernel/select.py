@@ -12,6 +12,9 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
                       l2_bytes / (L2 bandwidth * g_c))     the operands as the tiles read them
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
 
+A model carried to a GPU of faster DRAM (``carried``) gives a grid whose operand reads in flight
+fall short of the SMs only part of that gain (``Model.dram_gain``, ``REACH_BYTES``).
+
 The TMA kernel with a stream-K tail (``stream_k``, variant tma) is scored with its
 data-parallel twin's constants, its waves the whole ones plus one chunk of a tail tile, or
 the longer of a head and one program's tails where the tail is cut so (``streamk_waves``,
@@ -162,6 +165,9 @@ operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
+REACH_BYTES = 80 * 1024
+"""Operand bytes in flight per SM (stages x the tile's A and B slices, over the programs the
+grid runs) at which a grid draws the whole gain of a faster DRAM (``Model.dram_gain``)."""
 TAIL_BANDWIDTH = 20.0e12
 """Bytes per second at which a stream-K tail's chunks read their tiles' operands, a bound
 that rarely binds: the chunks of one K range run at once, so tail tiles that share a row
@@ -501,6 +507,10 @@ class Model:
     _prepared: dict = field(default_factory=dict, compare=False, repr=False)
     based_on: str | None = field(default=None, compare=False)
     """Where the constants were carried from another GPU's model (``carried``): how, in words."""
+    dram_gain: float = 1.0
+    """Where carried to a GPU of faster DRAM (``carried``): how many times the fitted GPU's
+    bandwidth it has. A grid whose operand reads in flight fall short of REACH_BYTES per SM
+    gets that gain in proportion (``choose``); 1.0 for a model fitted on its own GPU."""
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
@@ -559,13 +569,20 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     for: ``programs`` SMs, ``memory_scale`` times the DRAM bandwidth of the GPU the model was
     fitted on, and ``compute_scale`` times its tensor throughput per SM (the clock: a tile's
     time divides by it, and the L2's bandwidth, which runs at that clock, multiplies). The
-    fixed costs, the row-major factor and the errors stay as fitted."""
+    fixed costs, the row-major factor and the errors stay as fitted.
+
+    A faster DRAM lifts every config's bandwidth ``e`` by ``memory_scale`` where its grid's reads
+    in flight fill the SMs; a grid short of that draws its bytes through the SMs it holds, which
+    are the fitted GPU's, and gets the gain in proportion (``dram_gain``, applied in ``choose``):
+    on the H200 the unsplit 16x64x128 decode tile reached 1.16x the H100's bandwidth at 33-65
+    programs, 1.26x at 66-98, 1.38x at 99-131 and 1.34x from 165 on (docs/selector.md). A slower
+    DRAM caps every grid alike."""
     constants = {key: Constants(c.a / compute_scale, c.b / compute_scale, c.e * memory_scale, c.d,
                                 None if c.g is None else c.g * compute_scale, c.r)
                  for key, c in model.constants.items()}
     how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth and "
            f"{compute_scale:.2f}x its throughput per SM")
-    return Model(device, programs, constants, dict(model.errors), based_on=how)
+    return Model(device, programs, constants, dict(model.errors), based_on=how, dram_gain=max(memory_scale, 1.0))
 
 
 class _Prepared:
@@ -574,7 +591,7 @@ class _Prepared:
     a new shape's pick is then arithmetic on locals)."""
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
-                 "stream_k", "sk_tail", "flatten", "thin", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
+                 "stream_k", "sk_tail", "flatten", "thin", "stage_elems", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
                  "error", "excess_index")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
@@ -587,6 +604,7 @@ class _Prepared:
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         self.flatten = config.flatten
         self.thin = thin_tma(config)
+        self.stage_elems = config.num_stages * (config.block_m + config.block_n) * config.block_k
         # Which EPILOGUE_EXCESS_NS applies: 0 (TMA kernel), 1 (pointer kernels) or None.
         full = (config.num_warps == 4 and not config.warp_specialize and config.split_k == 1
                 and config.block_m * config.block_n >= 128 * 128)
@@ -790,8 +808,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
     # The predictions: features() and Constants.predict_us written out on each candidate's
-    # numbers, operation for operation (the same floats; tests compare the two).
+    # numbers, operation for operation (the same floats; tests compare the two), and the
+    # carried model's DRAM gain by the grid's reach.
     k1 = max(k, 1)
+    dram_gain = model.dram_gain
+    gain_over = dram_gain - 1.0
     nbytes0 = (m * k + k * n + m * n) * itemsize
     a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
     partials = 2 * m * n * 4
@@ -836,6 +857,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         compute = waves * tile_us
         # (an int times a float converts the int first: float(x) * y)
         memory = (nbytes0 + partials * split if split > 1 else nbytes0) * p.inv_bandwidth
+        if gain_over and not cut:  # Model.dram_gain: a grid whose reads in flight fall short
+            reach = units * p.stage_elems * itemsize / (programs * REACH_BYTES)
+            if reach < 1.0:
+                memory *= dram_gain / (1.0 + gain_over * reach)
         if p.inv_l2_bandwidth is not None:
             l2_us = (a_reads * cols + b_reads * rows) * p.inv_l2_bandwidth
             memory = (memory ** MEMORY_P + l2_us ** MEMORY_P) ** _INV_MEMORY_P  # _memory_max

@@ -53,6 +53,37 @@ def test_an_h200_takes_the_h100_model_with_its_dram_bandwidth():
     assert d.predict_us(40, 4096, 1e3) == pytest.approx(c.predict_us(40, 4096, 1e3), rel=1e-6)
 
 
+def test_a_grid_short_of_the_sms_gets_the_dram_gain_in_proportion():
+    """A faster DRAM lifts a grid whose reads in flight fill the SMs by the whole ratio, one of
+    fewer programs by the share of the SMs it holds; a model on its own GPU is unchanged."""
+    config = select.CANDIDATES[0]  # 16x64x128, 4 stages: 80 KiB of reads in flight per program
+    assert (config.block_m, config.block_n, config.block_k, config.num_stages, config.split_k) == (16, 64, 128, 4, 1)
+    memory_bound = {select.config_id(config): select.Constants(1e-6, 1e-9, 1.0, 0.0)}
+    gain = 1.5
+
+    def us(m, n, k, dram_gain):
+        model = select.Model("x", 132, dict(memory_bound), dram_gain=dram_gain)
+        return select.predict_us(model, config, m, n, k, torch.float16, tma=False)
+
+    for n, programs in [(64 * 33, 33), (64 * 66, 66), (64 * 120, 120)]:
+        reach = programs * config.num_stages * (16 + 64) * 128 * 2 / (132 * select.REACH_BYTES)
+        assert us(1, n, 8192, gain) / us(1, n, 8192, 1.0) == pytest.approx(gain / (1 + (gain - 1) * reach), rel=1e-3)
+    assert us(1, 64 * 264, 8192, gain) == pytest.approx(us(1, 64 * 264, 8192, 1.0))
+    h100 = best.selector_model(H100)
+    assert h100.dram_gain == 1.0 and best.selector_model("NVIDIA H100 PCIe").dram_gain == 1.0
+    assert best.selector_model("NVIDIA H200").dram_gain == pytest.approx(4800.0 / 3350.0)
+
+
+def test_the_h200_splits_k_for_few_rows_against_a_weight_that_leaves_sms_idle():
+    """A few rows against a weight of 5-6k x 5k (as nn.Linear lays it out): the unsplit 16x64
+    tile's 80-88 programs hold 80-88 of 132 SMs and reach less of the H200's faster DRAM than
+    the datasheets' ratio promises; split in 4 or 8 they hold every SM. Measured on an H200:
+    1x5120x5504 23.7 µs unsplit, 18.0 in 4, 19.0 in 8; 4x5632x4736 18.5, 17.1, 18.1."""
+    for m, n, k in [(1, 5120, 5504), (4, 5632, 4736)]:
+        found = best.pick(m, n, k, torch.float16, layout="nt", device="NVIDIA H200")
+        assert found.config.block_m == 16 and found.config.split_k in (4, 8), found.config.short()
+
+
 def test_an_h100_pcie_takes_fewer_sms_and_slower_tiles():
     h100, pcie = best.selector_model(H100), best.selector_model("NVIDIA H100 PCIe")
     assert pcie.programs == 114
