@@ -580,7 +580,8 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     constants = {key: Constants(c.a / compute_scale, c.b / compute_scale, c.e * memory_scale, c.d,
                                 None if c.g is None else c.g * compute_scale, c.r)
                  for key, c in model.constants.items()}
-    how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth and "
+    gain = " (a grid whose reads in flight leave SMs idle: in proportion)" if memory_scale > 1 else ""
+    how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth{gain} and "
            f"{compute_scale:.2f}x its throughput per SM")
     return Model(device, programs, constants, dict(model.errors), based_on=how, dram_gain=max(memory_scale, 1.0))
 
