@@ -1,0 +1,80 @@
+"""``matmul``'s pick on a GPU with a carried model, with and without the DRAM gain in proportion
+to the SMs a grid's reads in flight fill (``select.Model.dram_gain``), side by side (GPU).
+
+For each problem of a shapes file where the two picks differ (``best.pick`` with the carried
+model as shipped, and with the same constants and ``dram_gain`` 1: the gain for every grid),
+both configs checked against a float32 reference, then raced with torch (``timing.race``, GPU
+time). One JSON line per problem, then the geomean of without / with (above 1: the shipped
+pick faster). docs/selector.md, "A faster DRAM reaches a grid through the SMs it holds":
+
+    python3 docs/runs/select/dram_gain_ab.py --shapes SHAPES.csv --out OUT.jsonl [--time-budget 400]
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from autokernel import api, best, matmul, runtime, select
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from select_sweep import input_sets, race_checked  # noqa: E402
+
+from autokernel.tuning.shapes import read_shapes  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--time-budget", type=float, default=400.0)
+    args = ap.parse_args()
+    device = runtime.device_name()
+    shipped = best.selector_model(device)
+    if shipped is None or shipped.dram_gain == 1.0:
+        print(f"{device}: no carried model with a DRAM gain here; nothing to compare")
+        return 1
+    flat = select.Model(shipped.device, shipped.programs, dict(shipped.constants), dict(shipped.errors),
+                        based_on=shipped.based_on)
+    limit = runtime.shared_memory_limit()
+    problems, picks = [], []
+    for p in read_shapes(args.shapes):
+        tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
+        kw = dict(device=device, limit=limit, tma=tma)
+        pair = [best.pick(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, p.layout, model=m, **kw).config
+                for m in (flat, shipped)]
+        if pair[0] != pair[1]:
+            problems.append(p)
+            picks.append(pair)
+    print(f"{len(problems)} problems whose pick the gain changes", flush=True)
+    ratios, failed, start = [], 0, time.monotonic()
+    with open(args.out, "w") as f:
+        for p, pair in zip(problems, picks):
+            if time.monotonic() - start > args.time_budget:
+                print("time budget spent")
+                break
+            rows = [{"config": c.short()} for c in pair]
+            runs = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
+                    for row, c in zip(rows, pair)]
+            torch_ms = race_checked(p, runs, input_sets(p, 3000))
+            ok = all(r["status"] == "success" for r in rows)
+            failed += not ok
+            f.write(json.dumps({**p.to_dict(), "without": rows[0], "with": rows[1], "torch_ms": torch_ms}) + "\n")
+            if ok:
+                ratios.append(rows[0]["gpu_ms"] / rows[1]["gpu_ms"])
+                print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: {rows[0]['config']} {rows[0]['gpu_ms'] * 1e3:.1f} -> "
+                      f"{rows[1]['config']} {rows[1]['gpu_ms'] * 1e3:.1f} µs ({ratios[-1]:.3f}x)", flush=True)
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+    print(f"{len(ratios)} raced, {failed} failed the check; without / with the gain by reach: geomean {g:.3f}, "
+          f"min {min(ratios, default=float('nan')):.3f}, max {max(ratios, default=float('nan')):.3f}, "
+          f"{sum(r < 0.98 for r in ratios)} more than 2 % slower with it")
+    torch.cuda.synchronize()
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
