@@ -141,6 +141,17 @@ def sweep_problem(p: Problem, limit: int, extra: tuple = (), candidates: tuple =
     return rows + [cublas]
 
 
+def race_configs(p: Problem, configs: list, seed: int = 3000,
+                 device: torch.device | None = None) -> tuple[list[dict], float]:
+    """``configs`` on problem ``p`` through ``matmul``, checked and raced beside torch
+    (``race_checked``, operands from ``seed`` on ``device``, default the GPU): one row per
+    config ("config": its short form, "status", "rel_error", "gpu_ms"), and torch's ms."""
+    rows = [{"config": c.short()} for c in configs]
+    runs = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
+            for row, c in zip(rows, configs)]
+    return rows, race_checked(p, runs, input_sets(p, seed, device))
+
+
 def race_checked(p: Problem, runs: list, sets: list) -> float:
     """Each of ``runs`` ((row, fn): ``fn(a, b, bias, out=None)`` computes problem ``p`` on
     the operands, into ``out`` if given) checked on the first of ``sets`` (``make_input_sets``

@@ -58,6 +58,18 @@ def test_each_run_is_checked_and_only_the_good_ones_raced(monkeypatch):
     assert records[0]["gpu_us"] == 1000.0 and records[2]["cublas_us"] == 2000.0 and "status" not in records[0]
 
 
+def test_race_configs_checks_each_config_through_matmul(monkeypatch):
+    """The A/B probes' helper: one row per config, in order, each checked through matmul."""
+    sweep = _sweep_module()
+    monkeypatch.setattr(sweep, "race", lambda fns, **_: [float(i + 1) for i in range(len(fns))])
+    p = Problem(m=9, n=24, k=40, dtype="float16", activation="relu", bias=True, layout="nt")
+    configs = [KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=s) for s in (1, 2)]
+    rows, torch_ms = sweep.race_configs(p, configs, device=torch.device("cpu"))
+    assert [r["config"] for r in rows] == [c.short() for c in configs]
+    assert all(r["status"] == "success" and r["rel_error"] < 2e-2 for r in rows)
+    assert [r["gpu_ms"] for r in rows] == [1.0, 2.0] and torch_ms == 3.0
+
+
 def test_input_sets_are_the_problems_operands_from_the_seed_on():
     sweep = _sweep_module()
     p = Problem(m=9, n=24, k=40, dtype="bfloat16", activation="none", bias=True, layout="tn")

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from autokernel import api, best, matmul, runtime, select
+from autokernel import api, best, runtime, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from select_sweep import input_sets, race_checked  # noqa: E402
+from select_sweep import race_configs  # noqa: E402
 
 from autokernel.tuning.shapes import read_shapes  # noqa: E402
 
@@ -57,10 +57,7 @@ def main() -> int:
             if time.monotonic() - start > args.time_budget:
                 print("time budget spent")
                 break
-            rows = [{"config": c.short()} for c in pair]
-            runs = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
-                    for row, c in zip(rows, pair)]
-            torch_ms = race_checked(p, runs, input_sets(p, 3000))
+            rows, torch_ms = race_configs(p, pair)
             ok = all(r["status"] == "success" for r in rows)
             failed += not ok
             f.write(json.dumps({**p.to_dict(), "without": rows[0], "with": rows[1], "torch_ms": torch_ms}) + "\n")

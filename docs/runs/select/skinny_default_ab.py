@@ -15,12 +15,12 @@ import math
 import sys
 
 
-from autokernel import api, matmul
+from autokernel import api
 from autokernel.config import default_config
 from autokernel.tuning.shapes import read_shapes
 
 sys.path.insert(0, "benchmarks")
-from select_sweep import input_sets, race_checked  # noqa: E402
+from select_sweep import race_configs  # noqa: E402
 
 
 def main() -> int:
@@ -36,10 +36,7 @@ def main() -> int:
     with open(args.out, "w") as f:
         for p in problems:
             configs = [default_config(p.m, p.n, p.k, p.torch_dtype, gpu=True, tma=t) for t in (False, True)]
-            rows = [{"config": c.short()} for c in configs]
-            runs = [(row, lambda a, b, bias, out=None, c=c: matmul(a, b, bias, p.activation, config=c, out=out))
-                    for row, c in zip(rows, configs)]
-            torch_ms = race_checked(p, runs, input_sets(p, 3000))
+            rows, torch_ms = race_configs(p, configs)
             ok = all(r["status"] == "success" for r in rows)
             failed += not ok
             row = {**p.to_dict(), "pointer": rows[0], "tma": rows[1], "torch_ms": torch_ms}
