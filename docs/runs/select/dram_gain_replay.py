@@ -23,20 +23,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import fit_selector as fs  # noqa: E402
 from autokernel import best, select  # noqa: E402
 from autokernel.config import KernelConfig  # noqa: E402
-from autokernel.records import torch_dtype  # noqa: E402
+from autokernel.records import Problem, torch_dtype  # noqa: E402
+from autokernel.report import problem_class  # noqa: E402
 
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 WITH = best.sibling_model("NVIDIA H200")
 WITHOUT = select.Model(WITH.device, WITH.programs, dict(WITH.constants), dict(WITH.errors))
-
-
-def geomean(values):
-    values = list(values)
-    return math.exp(sum(map(math.log, values)) / len(values))
-
-
-def size_class(m):
-    return "decode" if m <= 16 else "skinny" if m <= 512 else "mid" if m <= 2048 else "large"
 
 
 def reach(files):
@@ -68,12 +60,13 @@ def picks(files):
             res = [x for x in (fs.judge(model, key, by[key], RULE) for key in sorted(by)) if x]
             per = collections.defaultdict(list)
             for x in res:
-                per[size_class(x[0][0])].append(x[1])
+                m, n, k = x[0][:3]
+                per[problem_class(Problem(m=m, n=n, k=k, dtype="float16"))].append(x[1])
             ratios = [x[1] for x in res]
-            print(f"  {name:8s} pick / best {geomean(ratios):.4f} ("
-                  + ", ".join(f"{c} {geomean(v):.4f}" for c, v in sorted(per.items()))
+            print(f"  {name:8s} pick / best {fs.geomean(ratios):.4f} ("
+                  + ", ".join(f"{c} {fs.geomean(v):.4f}" for c, v in sorted(per.items()))
                   + f"), >= 0.90 on {sum(v >= 0.9 for v in ratios)} of {len(ratios)}, "
-                  f"> 2 % slower than the default {sum(x[2] < 0.98 for x in res)}, torch / pick {geomean(x[3] for x in res):.4f}")
+                  f"> 2 % slower than the default {sum(x[2] < 0.98 for x in res)}, torch / pick {fs.geomean(x[3] for x in res):.4f}")
 
 
 def errors(files):
