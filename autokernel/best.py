@@ -291,13 +291,28 @@ def sibling_model(device: str) -> "select.Model | None":
     else:
         return None
     for model, fitted in _shipped_models():
-        if fitted.arch != arch:
-            continue
-        if spec is None or not spec.sms:
-            return select.carried(model, device, programs, 1.0, 1.0)
-        per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
-        return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, per_sm)
+        if fitted.arch == arch:
+            return _carry(model, fitted, device, spec, programs)
     return None
+
+
+def carry(model: "select.Model", device: str) -> "select.Model | None":
+    """``model`` (a selector model of another GPU, e.g. one fitted before the shipped one)
+    carried to ``device`` as ``sibling_model`` carries the shipped one; None where the
+    datasheet table does not place both GPUs in one architecture."""
+    spec, fitted = gpus.detect_gpu(device), gpus.detect_gpu(model.device)
+    if spec is None or fitted is None or not (spec.sms and fitted.sms) or spec.arch != fitted.arch:
+        return None
+    here = not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device
+    return _carry(model, fitted, device, spec, runtime.sm_count() if here else spec.sms)
+
+
+def _carry(model: "select.Model", fitted: "gpus.GpuSpec", device: str, spec: "gpus.GpuSpec | None",
+           programs: int) -> "select.Model":
+    if spec is None or not spec.sms:
+        return select.carried(model, device, programs, 1.0, 1.0)
+    per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
+    return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, per_sm)
 
 
 def _shipped_models() -> list[tuple["select.Model", "gpus.GpuSpec"]]:

@@ -5,6 +5,8 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     units  = ceil(M / BM) * ceil(N / BN) * split_k        programs' worth of output tiles
     waves  = ceil(units / SMs)                             the busiest SM's tiles (stream-K:
                                                            units / SMs, not rounded)
+             - (1 - s_c) * shared                          the pointer kernels: its programs
+                                                           that run beside another (``co_resident``)
     T      = smoothmax(waves * (a_c + b_c * K / split_k),  the tiles' compute and loads
                        memory)
              + d_c                                         launch, split-K's second pass, tails
@@ -23,7 +25,8 @@ fix-up's time (``streamk_fixup_us``).
 
 a_c (µs per tile: prologue and epilogue), b_c (µs per tile per unit of K), e_c (the
 fraction of the copy bandwidth the kernel reaches), g_c (the fraction of a nominal L2
-bandwidth), d_c (µs) and r_c (B row-major against B transposed) are per-candidate
+bandwidth), d_c (µs), r_c (B row-major against B transposed) and s_c (the share of a round
+a program costs beside another on its SM) are per-candidate
 constants fitted to GPU timings of the candidates on a spread of shapes
 (``benchmarks/select_sweep.py``), and shipped as data per GPU
 (``autokernel/configs/selector/<device>.json``). Tuned configs from a best-config file
@@ -42,7 +45,7 @@ import torch
 
 from autokernel.candidates import CANDIDATES, THIN_TMA_MAX_M, thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
-from autokernel.kernels.fit import kernel_for
+from autokernel.kernels.fit import kernel_for, programs_per_sm
 from autokernel.kernels.matmul_tma import head_rounds, tail_cut, tma_operands
 from autokernel.records import torch_dtype
 
@@ -312,13 +315,45 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     return waves, float(k_per), float(nbytes), float(l2_bytes)
 
 
+SHARING_KINDS = ("grouped", "splitk")
+"""The kernels whose grids launch every program at once (``programs_per_sm``), so that an SM
+runs several of them side by side where they fit; the TMA kernels' grids are persistent."""
+
+
+def co_resident(units: int, programs: int, per_sm: int) -> int:
+    """Of the programs the busiest SM runs (ceil(units / SMs)), those that run beside another
+    on it: it holds at most ``per_sm`` at once, so they run in groups of ``per_sm`` and a last
+    group of the rest, and every program of a group but one runs beside the others.
+
+    Programs side by side share an SM's loads and tensor cores, but a memory-bound tile
+    alone leaves both idle part of the time: two or three together take less than their
+    rounds one after the other. Counted as whole rounds (waves = ceil(units / SMs)), the
+    model scored the decode tiles (16x64x128 at 61 KiB, three to an SM) 5-13 % slow between
+    one and two rounds of programs and fast below one (H100 and H200 sweeps); each such
+    program now costs the config's fitted share s of a round (``Constants.s``)."""
+    busiest = -(-units // programs)
+    groups, rest = divmod(busiest, per_sm)
+    return groups * (per_sm - 1) + max(rest - 1, 0)
+
+
+def sharing(config: KernelConfig, m: int, n: int, dtype: torch.dtype, tma: bool, programs: int) -> int:
+    """``co_resident`` for ``config`` on an M x N output: 0 for the TMA kernels."""
+    kind = kernel_kind(config, tma)
+    if kind not in SHARING_KINDS:
+        return 0
+    units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * config.split_k
+    return co_resident(units, programs, programs_per_sm(config, dtype, tma=tma))
+
+
 @dataclass(frozen=True)
 class Constants:
     """A candidate's fitted constants: per-tile fixed µs, µs per tile per unit of K, the
     fraction of copy bandwidth reached, fixed µs per call, the fraction of L2_BANDWIDTH its
-    operand reads reach (None in a file fitted without the L2 term), and the log of its time
+    operand reads reach (None in a file fitted without the L2 term), the log of its time
     with B row-major over its time with B as a transposed view (``r``; None in a file fitted
-    without it, which then predicts both alike)."""
+    without it, which then predicts both alike), and the share of a round that each of its
+    programs running beside another on an SM costs (``s``, ``co_resident``; None in a file
+    fitted without it, which counts them as whole rounds)."""
 
     a: float
     b: float
@@ -326,10 +361,14 @@ class Constants:
     d: float
     g: float | None = None
     r: float | None = None
+    s: float | None = None
 
     def predict_us(self, waves: float, k_per: float, nbytes: float, l2_bytes: float = 0.0,
-                   b_rows: bool = False) -> float:
-        """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view."""
+                   b_rows: bool = False, shared: float = 0.0) -> float:
+        """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view.
+        ``shared``: of the ``waves``, the programs that run beside another (``sharing``)."""
+        if shared and self.s is not None:
+            waves -= (1.0 - self.s) * shared
         compute = waves * (self.a + self.b * k_per)
         memory = nbytes * (1e6 / (COPY_BANDWIDTH * self.e))
         if self.g is not None:
@@ -340,8 +379,8 @@ class Constants:
         return us
 
     def values(self) -> list[float]:
-        # Positional in a selector file: r is written only beside g (``fit`` gives both).
-        return [self.a, self.b, self.e, self.d] + [x for x in (self.g, self.r) if x is not None]
+        # Positional in a selector file: r only beside g, s only beside r (``fit`` gives all).
+        return [self.a, self.b, self.e, self.d] + [x for x in (self.g, self.r, self.s) if x is not None]
 
 
 def config_id(config: KernelConfig) -> str:
@@ -380,21 +419,23 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
             if _left_out(config, row, tma):
                 continue
             f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
-            data.append((index[key], (*f, float(b_row_major(row.get("layout", "nt"))), row["gpu_ms"] * 1e3)))
+            shared = float(sharing(config, row["m"], row["n"], dtype, tma, programs))
+            data.append((index[key], (*f, float(b_row_major(row.get("layout", "nt"))), shared, row["gpu_ms"] * 1e3)))
     if not data:
         return {}
     g = torch.Generator().manual_seed(seed)
     idx = torch.tensor([i for i, _ in data])
     x = torch.tensor([v for _, v in data], dtype=torch.float64)
-    waves, k_per, nbytes, l2_bytes, b_rows, t = x.unbind(1)
+    waves, k_per, nbytes, l2_bytes, b_rows, shared, t = x.unbind(1)
     n_cfg = len(index)
-    theta = torch.zeros(n_cfg, 6, dtype=torch.float64)
+    theta = torch.zeros(n_cfg, 7, dtype=torch.float64)
     theta[:, 0] = math.log(2.0)
     theta[:, 1] = math.log(0.01)
     theta[:, 2] = 1.0
     theta[:, 3] = math.log(3.0)
     theta[:, 4] = 1.0
     theta[:, 5] = 0.0
+    theta[:, 6] = 0.0  # s = 0.5
     theta += 0.01 * torch.randn(theta.shape, generator=g, dtype=torch.float64)
     theta.requires_grad_(True)
     kind_ids = {kind: i for i, kind in enumerate(sorted(set(kinds)))}
@@ -404,13 +445,13 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
         opt.zero_grad()
         a, b, e, d = theta[idx, 0].exp(), theta[idx, 1].exp(), torch.sigmoid(theta[idx, 2]), theta[idx, 3].exp()
         g_l2 = torch.sigmoid(theta[idx, 4])
-        compute = waves * (a + b * k_per)
+        compute = (waves - (1 - torch.sigmoid(theta[idx, 6])) * shared) * (a + b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
         l2 = l2_bytes / (L2_BANDWIDTH * g_l2) * 1e6
         memory = _memory_max(memory, l2)
         pred = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** (1 / SMOOTH_P) + d
         loss = ((pred.log() + theta[idx, 5] * b_rows - t.log()) ** 2).mean()
-        means = torch.zeros(len(kind_ids), 6, dtype=torch.float64).index_add(0, kind_of, theta)
+        means = torch.zeros(len(kind_ids), 7, dtype=torch.float64).index_add(0, kind_of, theta)
         counts = torch.zeros(len(kind_ids), dtype=torch.float64).index_add(0, kind_of, torch.ones(n_cfg, dtype=torch.float64))
         prior = ((theta - (means / counts[:, None])[kind_of]) ** 2).mean()
         (loss + 1e-3 * prior).backward()
@@ -421,7 +462,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     theta = theta.detach()
     return {key: Constants(a=float(theta[i, 0].exp()), b=float(theta[i, 1].exp()),
                            e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()),
-                           g=float(torch.sigmoid(theta[i, 4])), r=float(theta[i, 5]))
+                           g=float(torch.sigmoid(theta[i, 4])), r=float(theta[i, 5]),
+                           s=float(torch.sigmoid(theta[i, 6])))
             for key, i in index.items()}
 
 
@@ -463,7 +505,8 @@ def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
         if found is None or _left_out(config, row, tma):
             continue
         us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs),
-                                 b_rows=b_row_major(row.get("layout", "nt")))
+                                 b_rows=b_row_major(row.get("layout", "nt")),
+                                 shared=sharing(config, row["m"], row["n"], dtype, tma, model.programs))
         squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
     return {key: math.sqrt(sum(v) / len(v)) for key, v in squares.items()}
 
@@ -569,7 +612,7 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     for: ``programs`` SMs, ``memory_scale`` times the DRAM bandwidth of the GPU the model was
     fitted on, and ``compute_scale`` times its tensor throughput per SM (the clock: a tile's
     time divides by it, and the L2's bandwidth, which runs at that clock, multiplies). The
-    fixed costs, the row-major factor and the errors stay as fitted.
+    fixed costs, the row-major factor, the share of programs side by side and the errors stay as fitted.
 
     A faster DRAM lifts every config's bandwidth ``e`` by ``memory_scale`` where its grid's reads
     in flight fill the SMs; a grid short of that draws its bytes through the SMs it holds, which
@@ -578,7 +621,7 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     programs, 1.26x at 66-98, 1.38x at 99-131 and 1.34x from 165 on (docs/selector.md). A slower
     DRAM caps every grid alike."""
     constants = {key: Constants(c.a / compute_scale, c.b / compute_scale, c.e * memory_scale, c.d,
-                                None if c.g is None else c.g * compute_scale, c.r)
+                                None if c.g is None else c.g * compute_scale, c.r, c.s)
                  for key, c in model.constants.items()}
     gain = " (a grid whose reads in flight leave SMs idle: in proportion)" if memory_scale > 1 else ""
     how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth{gain} and "
@@ -593,7 +636,7 @@ class _Prepared:
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
                  "stream_k", "sk_tail", "flatten", "thin", "stage_elems", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
-                 "error", "excess_index")
+                 "error", "excess_index", "unshared", "per_sm")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -610,7 +653,13 @@ class _Prepared:
         full = (config.num_warps == 4 and not config.warp_specialize and config.split_k == 1
                 and config.block_m * config.block_n >= 128 * 128)
         self.excess_index = None if not full else 0 if kind == "tma" else 1
+        # Constants.s where several programs share an SM (SHARING_KINDS): the round each
+        # program beside another does not cost; None where they never do, or unfitted.
+        self.unshared = None
+        self.per_sm: dict[int, int] = {}  # programs_per_sm by operand itemsize
         if constants is not None:
+            if constants.s is not None and kind in SHARING_KINDS:
+                self.unshared = 1.0 - constants.s
             self.a, self.b, self.d = constants.a, constants.b, constants.d
             # Constants.predict_us's multipliers, computed alike
             self.inv_bandwidth = 1e6 / (COPY_BANDWIDTH * constants.e)
@@ -855,6 +904,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
                                   head / k_steps)
         else:
             waves = units / programs if p.stream_k and not p.sk_tail else float(-(-units // programs))
+            if p.unshared is not None and units > programs:  # Constants.predict_us's shared programs
+                per_sm = p.per_sm.get(itemsize)
+                if per_sm is None:
+                    per_sm = p.per_sm[itemsize] = programs_per_sm(p.config, dtype, tma=tma)
+                waves -= p.unshared * co_resident(units, programs, per_sm)
         compute = waves * tile_us
         # (an int times a float converts the int first: float(x) * y)
         memory = (nbytes0 + partials * split if split > 1 else nbytes0) * p.inv_bandwidth

@@ -119,6 +119,26 @@ def shared_memory_need(config: "KernelConfig", dtype: torch.dtype = torch.float1
     return need
 
 
+SM_SHARED_BYTES = 228 * 1024
+"""Shared memory of one Hopper SM, which the programs it holds at once share."""
+PROGRAM_RESERVED_BYTES = 1024
+"""Shared memory the hardware reserves for each program (thread block) on an SM."""
+SM_THREADS = 2048
+"""Threads one Hopper SM holds at once."""
+
+
+def programs_per_sm(config: "KernelConfig", dtype: torch.dtype = torch.float16, *, tma: bool = True) -> int:
+    """How many programs of ``config``'s kernel one Hopper SM holds at once: as many as its
+    shared memory (``shared_memory_need`` and the reserve of each) and its threads allow.
+    The pointer kernels' grids launch all their programs at once, so that a grid of more
+    programs than SMs runs several to an SM where they fit; the TMA kernels' persistent
+    grids run one program per SM. Registers do not bind first for the library's configs
+    (compiled for sm_90: 60-187 registers a thread at 4 warps, room for 2-8 programs, where
+    shared memory leaves room for 1-3)."""
+    need = shared_memory_need(config, dtype, tma=tma) + PROGRAM_RESERVED_BYTES
+    return max(1, min(SM_THREADS // (32 * config.num_warps), SM_SHARED_BYTES // need))
+
+
 def describe(config: "KernelConfig", dtype: torch.dtype = torch.float16, *, tma: bool = True, bias: bool = False,
              store_z: bool = False) -> str:
     """The mode in words, e.g. "the TMA kernel with a bias, storing Z"."""

@@ -55,7 +55,8 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     for c, s in pool:
         found = model.constants_for(c, tma)
         f = select.features(c, m, n, k, dtype, tma, model.programs)
-        us = found[0].predict_us(*f, b_rows=b_rows) if found else None
+        shared = select.sharing(c, m, n, dtype, tma, model.programs)
+        us = found[0].predict_us(*f, b_rows=b_rows, shared=shared) if found else None
         units = -(-m // c.block_m) * -(-n // c.block_n)
         k_steps = -(-max(k, 1) // c.block_k)
         sk, head = tail_cut(units, model.programs, k_steps)

@@ -41,7 +41,8 @@ def _synthetic_rows(constants: dict[KernelConfig, select.Constants], shapes, noi
         layout = layouts[i % len(layouts)]
         for config, c in constants.items():
             f = select.features(config, m, n, k, torch.float16, True, 132)
-            us = c.predict_us(*f, b_rows=select.b_row_major(layout)) * (1 + noise * rng.uniform(-1, 1))
+            shared = select.sharing(config, m, n, torch.float16, True, 132)
+            us = c.predict_us(*f, b_rows=select.b_row_major(layout), shared=shared) * (1 + noise * rng.uniform(-1, 1))
             rows.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": layout,
                          "config": json.loads(config.to_json()), "gpu_ms": us / 1e3, "status": "success"})
     return rows
@@ -75,8 +76,9 @@ def test_fit_learns_what_b_row_major_does_to_each_config():
 
 def test_fit_recovers_a_known_model():
     # The L2 term's fraction g is a fraction of a ceiling (at most 1): the thin decode tile
-    # reads its operands through L2 at 60 % of it, the large tile at 90 %.
-    truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0, g=0.6),
+    # reads its operands through L2 at 60 % of it, the large tile at 90 %. The decode tile's
+    # programs run three to an SM, each beside another at 40 % of a round.
+    truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=0.85, d=3.0, g=0.6, s=0.4),
              LARGE: select.Constants(a=5.0, b=0.01, e=0.8, d=1.0, g=0.9)}
     rng = random.Random(1)
     shapes = [(rng.choice([1, 16, 256, 2048, 8192]), rng.choice([1024, 4096, 14336]), rng.choice([1024, 4096, 11008]))
@@ -86,7 +88,10 @@ def test_fit_recovers_a_known_model():
         got = fitted[select.config_id(config)]
         for m, n, k in [(4096, 4096, 4096), (16, 11008, 4096), (2048, 1024, 1024)]:
             f = select.features(config, m, n, k, torch.float16, True, 132)
-            assert got.predict_us(*f) == pytest.approx(c.predict_us(*f), rel=0.1), (config.short(), m, n, k)
+            shared = select.sharing(config, m, n, torch.float16, True, 132)
+            assert got.predict_us(*f, shared=shared) == pytest.approx(c.predict_us(*f, shared=shared), rel=0.1), (
+                config.short(), m, n, k)
+    assert fitted[select.config_id(CANDIDATES[0])].s == pytest.approx(0.4, abs=0.1)
 
 
 def test_the_stream_k_tail_fits_no_constants_of_its_own():
@@ -193,9 +198,9 @@ def test_close_calls_count_the_configs_predicted_within_the_picks_error():
 
 
 def test_explain_shows_each_prediction_s_error_and_where_a_race_would_settle_the_pick(h100):
-    # 1x5120x10368 bf16 on the H100: the model keeps the default against split-K configs it
+    # 3000x2560x5632 bf16 on the H100: the model keeps the default against configs it
     # predicts a few per cent faster, within their errors.
-    args = ["explain", "--m", "1", "--n", "5120", "--k", "10368", "-d", "bf16", "--device", "h100"]
+    args = ["explain", "--m", "3000", "--n", "2560", "--k", "5632", "-d", "bf16", "--device", "h100"]
     out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert out["source"] == "default" and out["ranked"][0]["config"] != out["config"]
     assert all(r["error"] > 0 for r in out["ranked"] if r["predicted_us"] is not None)

@@ -154,3 +154,13 @@ def test_a_hopper_gpu_the_datasheet_does_not_know_is_placed_by_its_capability(mo
     assert best.sibling_model("NVIDIA H998") is None  # not the GPU at hand: nothing tells its architecture
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     assert best.sibling_model("NVIDIA H999") is None
+
+
+def test_any_model_of_the_architecture_is_carried_as_the_shipped_one():
+    # A selector file fitted on the H100 (e.g. the one before a change) reaches an H200 as the
+    # shipped model does, and no GPU of another architecture.
+    h100 = best.selector_model(H100)
+    carried = best.carry(h100, "NVIDIA H200")
+    shipped = best.selector_model("NVIDIA H200")
+    assert carried.constants == shipped.constants and carried.dram_gain == shipped.dram_gain
+    assert best.carry(h100, "NVIDIA A100-SXM4-80GB") is None and best.carry(h100, "GPU Z") is None

@@ -1,0 +1,90 @@
+"""``matmul``'s pick by the shipped selector model against its pick by another selector file
+(the model before a change), side by side on the GPU.
+
+For each problem of a shapes file where the two picks differ (``best.pick`` with each model;
+a file fitted on another GPU of this architecture is carried here as the shipped one is,
+``best.carry``), both configs are checked against a float32 reference and raced with torch
+(``select_sweep.race_configs``, GPU time). One JSON line per problem, then the geomean of
+before / shipped (above 1: the shipped pick faster) and how many picks changed by class:
+
+    python3 benchmarks/selector_ab.py --before OLD.json --shapes SHAPES.csv --out OUT.jsonl [--time-budget 400]
+
+OLD.json: e.g. ``git show REV:autokernel/configs/selector/nvidia-h100-80gb-hbm3.json``.
+"""
+
+import argparse
+import collections
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from select_sweep import race_configs  # noqa: E402
+
+from autokernel import api, best, runtime, select  # noqa: E402
+from autokernel.report import problem_class  # noqa: E402
+from autokernel.tuning.shapes import read_shapes  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="the selector file to compare the shipped model against")
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--time-budget", type=float, default=400.0)
+    args = ap.parse_args()
+    device = runtime.device_name()
+    shipped = best.selector_model(device)
+    before = select.Model.from_json(Path(args.before).read_text(), args.before)
+    if before.device != device:
+        before = best.carry(before, device)
+    if shipped is None or before is None:
+        print(f"{device}: no selector model for this GPU in both; nothing to compare", file=sys.stderr)
+        return 2
+    limit = runtime.shared_memory_limit()
+    problems, picks = [], []
+    classes = collections.Counter()
+    for p in read_shapes(args.shapes):
+        tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
+        kw = dict(device=device, limit=limit, tma=tma)
+        pair = [best.pick(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, p.layout, model=m, **kw).config
+                for m in (before, shipped)]
+        if pair[0] != pair[1]:
+            problems.append(p)
+            picks.append(pair)
+            classes[problem_class(p)] += 1
+    print(f"{len(problems)} problems whose pick changes ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})",
+          flush=True)
+    ratios, by_class, failed, start = [], collections.defaultdict(list), 0, time.monotonic()
+    with open(args.out, "w") as f:
+        for p, pair in zip(problems, picks):
+            if time.monotonic() - start > args.time_budget:
+                print("time budget spent")
+                break
+            rows, torch_ms = race_configs(p, pair)
+            ok = all(r["status"] == "success" for r in rows)
+            failed += not ok
+            f.write(json.dumps({**p.to_dict(), "before": rows[0], "shipped": rows[1], "torch_ms": torch_ms}) + "\n")
+            if ok:
+                ratios.append(rows[0]["gpu_ms"] / rows[1]["gpu_ms"])
+                by_class[problem_class(p)].append(ratios[-1])
+                print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: {rows[0]['config']} {rows[0]['gpu_ms'] * 1e3:.1f} -> "
+                      f"{rows[1]['config']} {rows[1]['gpu_ms'] * 1e3:.1f} µs ({ratios[-1]:.3f}x)", flush=True)
+
+    def g(v):
+        return math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
+
+    print(f"{len(ratios)} raced, {failed} failed the check; before / shipped: geomean {g(ratios):.3f}, "
+          f"min {min(ratios, default=float('nan')):.3f}, max {max(ratios, default=float('nan')):.3f}, "
+          f"{sum(r < 0.98 for r in ratios)} more than 2 % slower, {sum(r > 1.02 for r in ratios)} more than 2 % faster; "
+          + ", ".join(f"{c} {g(v):.3f} ({len(v)})" for c, v in sorted(by_class.items())))
+    torch.cuda.synchronize()
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
