@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -156,15 +156,23 @@ _INV_P = 1 / SMOOTH_P
 _INV_MEMORY_P = 1 / MEMORY_P
 
 
-L2_BANDWIDTH = 12.0e12
+L2_BANDWIDTH = 14.0e12
 """A nominal L2 bandwidth (bytes per second), a ceiling: each config's fitted fraction g of
 it is what its tiles' operand reads reach. Bounded, it fitted better than unbounded: 10-fold
 CV over 696 H100 shapes, picks more than 2 % slower than the default 19 against 29. At
 10e12 nearly every config's g sat at its bound (0.98-0.99), and 64x256 tiles read their
 operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8e12); of
-10, 12, 14, 20 and 30e12, 12e12 cross-validated best over 915 H100 shapes (pick / best
-0.981 -> 0.987, cuBLAS / pick 0.889 -> 0.895, picks more than 2 % slower than the default
-25 -> 20: docs/selector.md)."""
+10, 12, 14, 20 and 30e12, 12e12 cross-validated best over 915 H100 shapes then (pick / best
+0.981 -> 0.987). With the memory terms in their own sharp maximum and the programs side by
+side on an SM, the 64x256 tile's g sat at its bound again (0.99; its large problems predicted
+10 % slow) and the thin TMA tiles read 13.5e12 on the H200; of 12 to 16 and 20e12, 14e12
+replayed best on the files the model was not fitted on (the H100's draws 0.9853 -> 0.9863
+of the best, the H200's sweeps 0.9834 -> 0.9842, fewer picks more than 2 % slower than the
+default on both: docs/selector.md, "An L2 ceiling of 14 TB/s"). A selector file stores the
+ceiling it was fitted with (``Model.from_json`` reads a file of another ceiling, or of none:
+12e12, by rescaling its g)."""
+LEGACY_L2_BANDWIDTH = 12.0e12
+"""The L2 ceiling of selector files that do not store theirs (written before it changed)."""
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
@@ -556,7 +564,7 @@ class Model:
     gets that gain in proportion (``choose``); 1.0 for a model fitted on its own GPU."""
 
     def to_json(self) -> str:
-        data = {"schema": SCHEMA, "device": self.device, "programs": self.programs,
+        data = {"schema": SCHEMA, "device": self.device, "programs": self.programs, "l2_bandwidth": L2_BANDWIDTH,
                 "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
         if self.errors:
             data["errors"] = dict(sorted(self.errors.items()))
@@ -570,6 +578,10 @@ class Model:
                 raise ValueError(f"schema {data.get('schema')!r}, this autokernel reads {SCHEMA}")
             constants = {KernelConfig.model_validate_json(key).to_json(): Constants(*map(float, values))
                          for key, values in data["constants"].items()}
+            # g is a fraction of the ceiling the file was fitted with: the same bandwidth under ours.
+            scale = float(data.get("l2_bandwidth", LEGACY_L2_BANDWIDTH)) / L2_BANDWIDTH
+            if scale != 1.0:
+                constants = {key: c if c.g is None else replace(c, g=c.g * scale) for key, c in constants.items()}
             errors = {KernelConfig.model_validate_json(key).to_json(): float(value)
                       for key, value in data.get("errors", {}).items()}
             return cls(str(data["device"]), int(data["programs"]), constants, errors)

@@ -285,9 +285,12 @@ def test_explain_says_how_a_picked_stream_k_tail_is_cut(h100):
     assert out["stream_k_tail"].startswith("84 tiles of 444 K steps, each cut in 1 head of 296 and a tail of 148")
     text = CliRunner().invoke(app, args)
     assert text.exit_code == 0 and "stream-K tail: 84 tiles" in text.output
-    plain = json.loads(CliRunner().invoke(app, ["explain", "--m", "1024", "--n", "1024", "--k", "8192",
+    cut = json.loads(CliRunner().invoke(app, ["explain", "--m", "1024", "--n", "1024", "--k", "8192",
+                                              "--device", "h100", "--json"]).stdout)
+    assert cut["stream_k_tail"].startswith("64 tiles of 128 K steps, each cut in 2 equal chunks")  # no whole wave
+    plain = json.loads(CliRunner().invoke(app, ["explain", "--m", "4096", "--n", "4096", "--k", "4096",
                                                 "--device", "h100", "--json"]).stdout)
-    assert plain["stream_k_tail"] is None  # split-K picked: no tail to describe
+    assert not plain["config"]["stream_k"] and plain["stream_k_tail"] is None  # whole waves: no tail to describe
 
 
 def test_explain_says_what_the_exact_gelu_epilogue_costs_on_four_warp_tiles(h100):
@@ -406,3 +409,19 @@ def test_explain_backward_names_the_gemms_linear_launches(h100, monkeypatch):
             assert one["config"] == g["config"] and one["source"] == g["source"]
     bad = CliRunner().invoke(app, [*args[:-1], "--layout", "nn"])
     assert bad.exit_code == 2 and "--backward explains nn.Linear's layout" in bad.output
+
+
+def test_a_selector_file_keeps_the_l2_ceiling_it_was_fitted_with():
+    # g is a fraction of select.L2_BANDWIDTH; a file fitted under another ceiling (or one
+    # written before files stored it: 12e12) predicts the same times under the current one.
+    c = select.Constants(a=1.0, b=0.01, e=0.9, d=2.0, g=0.9, r=0.0, s=0.5)
+    model = select.Model("GPU X", 132, {select.config_id(LARGE): c})
+    data = json.loads(model.to_json())
+    assert data["l2_bandwidth"] == select.L2_BANDWIDTH
+    assert select.Model.from_json(model.to_json()).constants == model.constants
+    del data["l2_bandwidth"]
+    legacy = select.Model.from_json(json.dumps(data)).constants[select.config_id(LARGE)]
+    assert legacy.g * select.L2_BANDWIDTH == pytest.approx(0.9 * select.LEGACY_L2_BANDWIDTH)
+    f = select.features(LARGE, 4096, 4096, 4096, torch.float16, True, 132)
+    l2_us = f[3] / (select.LEGACY_L2_BANDWIDTH * 0.9) * 1e6  # the legacy file's L2 time, as it was fitted
+    assert l2_us == pytest.approx(f[3] / (select.L2_BANDWIDTH * legacy.g) * 1e6)
