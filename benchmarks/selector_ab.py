@@ -30,6 +30,34 @@ from autokernel.report import problem_class  # noqa: E402
 from autokernel.tuning.shapes import read_shapes  # noqa: E402
 
 
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def race_pairs(problems, picks, out: str, time_budget: float, names: tuple[str, str]):
+    """Race each problem's two configs (``picks``: (first, second) per problem), both checked,
+    beside torch, until ``time_budget`` seconds are spent; one JSON line per problem to ``out``
+    (the rows under ``names``). (first / second GPU-time ratios of the problems both ran,
+    those ratios by class, how many problems failed a check)."""
+    ratios, by_class, failed, start = [], collections.defaultdict(list), 0, time.monotonic()
+    with open(out, "w") as f:
+        for p, pair in zip(problems, picks):
+            if time.monotonic() - start > time_budget:
+                print("time budget spent")
+                break
+            rows, torch_ms = race_configs(p, pair)
+            ok = all(r["status"] == "success" for r in rows)
+            failed += not ok
+            f.write(json.dumps({**p.to_dict(), names[0]: rows[0], names[1]: rows[1], "torch_ms": torch_ms}) + "\n")
+            if ok:
+                ratios.append(rows[0]["gpu_ms"] / rows[1]["gpu_ms"])
+                by_class[problem_class(p)].append(ratios[-1])
+                print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: {rows[0]['config']} {rows[0]['gpu_ms'] * 1e3:.1f} -> "
+                      f"{rows[1]['config']} {rows[1]['gpu_ms'] * 1e3:.1f} µs ({ratios[-1]:.3f}x)", flush=True)
+    return ratios, by_class, failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, help="the selector file to compare the shipped model against")
@@ -59,29 +87,11 @@ def main() -> int:
             classes[problem_class(p)] += 1
     print(f"{len(problems)} problems whose pick changes ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})",
           flush=True)
-    ratios, by_class, failed, start = [], collections.defaultdict(list), 0, time.monotonic()
-    with open(args.out, "w") as f:
-        for p, pair in zip(problems, picks):
-            if time.monotonic() - start > args.time_budget:
-                print("time budget spent")
-                break
-            rows, torch_ms = race_configs(p, pair)
-            ok = all(r["status"] == "success" for r in rows)
-            failed += not ok
-            f.write(json.dumps({**p.to_dict(), "before": rows[0], "shipped": rows[1], "torch_ms": torch_ms}) + "\n")
-            if ok:
-                ratios.append(rows[0]["gpu_ms"] / rows[1]["gpu_ms"])
-                by_class[problem_class(p)].append(ratios[-1])
-                print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: {rows[0]['config']} {rows[0]['gpu_ms'] * 1e3:.1f} -> "
-                      f"{rows[1]['config']} {rows[1]['gpu_ms'] * 1e3:.1f} µs ({ratios[-1]:.3f}x)", flush=True)
-
-    def g(v):
-        return math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
-
-    print(f"{len(ratios)} raced, {failed} failed the check; before / shipped: geomean {g(ratios):.3f}, "
+    ratios, by_class, failed = race_pairs(problems, picks, args.out, args.time_budget, ("before", "shipped"))
+    print(f"{len(ratios)} raced, {failed} failed the check; before / shipped: geomean {geomean(ratios):.3f}, "
           f"min {min(ratios, default=float('nan')):.3f}, max {max(ratios, default=float('nan')):.3f}, "
           f"{sum(r < 0.98 for r in ratios)} more than 2 % slower, {sum(r > 1.02 for r in ratios)} more than 2 % faster; "
-          + ", ".join(f"{c} {g(v):.3f} ({len(v)})" for c, v in sorted(by_class.items())))
+          + ", ".join(f"{c} {geomean(v):.3f} ({len(v)})" for c, v in sorted(by_class.items())))
     torch.cuda.synchronize()
     return 0 if failed == 0 else 1
 

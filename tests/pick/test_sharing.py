@@ -17,13 +17,7 @@ DECODE = next(c for c in CANDIDATES if (c.block_m, c.block_n, c.block_k, c.split
 TMA = next(c for c in CANDIDATES if c.variant == "tma" and not c.stream_k)
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
-    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
-    best.clear_cache()
-    yield
-    best.clear_cache()
+pytestmark = pytest.mark.usefixtures("shipped_files")
 
 
 def test_an_sm_holds_as_many_programs_as_its_shared_memory_and_threads_allow():

@@ -16,13 +16,7 @@ from autokernel.cli import app
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
-    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
-    best.clear_cache()
-    yield
-    best.clear_cache()
+pytestmark = pytest.mark.usefixtures("shipped_files")
 
 
 def test_the_datasheet_knows_each_gpus_sms_and_architecture():

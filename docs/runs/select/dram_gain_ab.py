@@ -11,10 +11,7 @@ pick faster). docs/selector.md, "A faster DRAM reaches a grid through the SMs it
 """
 
 import argparse
-import json
-import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -22,7 +19,7 @@ import torch
 from autokernel import api, best, runtime, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from select_sweep import race_configs  # noqa: E402
+from selector_ab import geomean, race_pairs  # noqa: E402
 
 from autokernel.tuning.shapes import read_shapes  # noqa: E402
 
@@ -51,22 +48,8 @@ def main() -> int:
             problems.append(p)
             picks.append(pair)
     print(f"{len(problems)} problems whose pick the gain changes", flush=True)
-    ratios, failed, start = [], 0, time.monotonic()
-    with open(args.out, "w") as f:
-        for p, pair in zip(problems, picks):
-            if time.monotonic() - start > args.time_budget:
-                print("time budget spent")
-                break
-            rows, torch_ms = race_configs(p, pair)
-            ok = all(r["status"] == "success" for r in rows)
-            failed += not ok
-            f.write(json.dumps({**p.to_dict(), "without": rows[0], "with": rows[1], "torch_ms": torch_ms}) + "\n")
-            if ok:
-                ratios.append(rows[0]["gpu_ms"] / rows[1]["gpu_ms"])
-                print(f"{p.m}x{p.n}x{p.k} {p.dtype} {p.activation}: {rows[0]['config']} {rows[0]['gpu_ms'] * 1e3:.1f} -> "
-                      f"{rows[1]['config']} {rows[1]['gpu_ms'] * 1e3:.1f} µs ({ratios[-1]:.3f}x)", flush=True)
-    g = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
-    print(f"{len(ratios)} raced, {failed} failed the check; without / with the gain by reach: geomean {g:.3f}, "
+    ratios, _, failed = race_pairs(problems, picks, args.out, args.time_budget, ("without", "with"))
+    print(f"{len(ratios)} raced, {failed} failed the check; without / with the gain by reach: geomean {geomean(ratios):.3f}, "
           f"min {min(ratios, default=float('nan')):.3f}, max {max(ratios, default=float('nan')):.3f}, "
           f"{sum(r < 0.98 for r in ratios)} more than 2 % slower with it")
     torch.cuda.synchronize()
