@@ -35,6 +35,21 @@ def geomean(values) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
+def changed_picks(shapes: str, first: "select.Model", second: "select.Model"):
+    """The problems of a shapes file on which ``matmul``'s pick (``best.pick`` on this GPU, in
+    the mode its operands run) differs between two selector models, and the two picks."""
+    device, limit = runtime.device_name(), runtime.shared_memory_limit()
+    problems, picks = [], []
+    for p in read_shapes(shapes):
+        kw = dict(device=device, limit=limit, tma=api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout))
+        pair = [best.pick(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, p.layout, model=m, **kw).config
+                for m in (first, second)]
+        if pair[0] != pair[1]:
+            problems.append(p)
+            picks.append(pair)
+    return problems, picks
+
+
 def race_pairs(problems, picks, out: str, time_budget: float, names: tuple[str, str]):
     """Race each problem's two configs (``picks``: (first, second) per problem), both checked,
     beside torch, until ``time_budget`` seconds are spent; one JSON line per problem to ``out``
@@ -73,18 +88,8 @@ def main() -> int:
     if shipped is None or before is None:
         print(f"{device}: no selector model for this GPU in both; nothing to compare", file=sys.stderr)
         return 2
-    limit = runtime.shared_memory_limit()
-    problems, picks = [], []
-    classes = collections.Counter()
-    for p in read_shapes(args.shapes):
-        tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
-        kw = dict(device=device, limit=limit, tma=tma)
-        pair = [best.pick(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, p.layout, model=m, **kw).config
-                for m in (before, shipped)]
-        if pair[0] != pair[1]:
-            problems.append(p)
-            picks.append(pair)
-            classes[problem_class(p)] += 1
+    problems, picks = changed_picks(args.shapes, before, shipped)
+    classes = collections.Counter(problem_class(p) for p in problems)
     print(f"{len(problems)} problems whose pick changes ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})",
           flush=True)
     ratios, by_class, failed = race_pairs(problems, picks, args.out, args.time_budget, ("before", "shipped"))

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import torch
 
-from autokernel import api, best, runtime, select
+from autokernel import best, runtime, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from selector_ab import geomean, race_pairs  # noqa: E402
-
-from autokernel.tuning.shapes import read_shapes  # noqa: E402
+from selector_ab import changed_picks, geomean, race_pairs  # noqa: E402
 
 
 def main() -> int:
@@ -37,16 +35,7 @@ def main() -> int:
         return 1
     flat = select.Model(shipped.device, shipped.programs, dict(shipped.constants), dict(shipped.errors),
                         based_on=shipped.based_on)
-    limit = runtime.shared_memory_limit()
-    problems, picks = [], []
-    for p in read_shapes(args.shapes):
-        tma = api.tma_runs_for(p.m, p.n, p.k, p.torch_dtype, p.layout)
-        kw = dict(device=device, limit=limit, tma=tma)
-        pair = [best.pick(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, p.layout, model=m, **kw).config
-                for m in (flat, shipped)]
-        if pair[0] != pair[1]:
-            problems.append(p)
-            picks.append(pair)
+    problems, picks = changed_picks(args.shapes, flat, shipped)
     print(f"{len(problems)} problems whose pick the gain changes", flush=True)
     ratios, _, failed = race_pairs(problems, picks, args.out, args.time_budget, ("without", "with"))
     print(f"{len(ratios)} raced, {failed} failed the check; without / with the gain by reach: geomean {geomean(ratios):.3f}, "
