@@ -528,7 +528,7 @@ errors are a few per cent (median 7 % on the H100 sweep), and within them the de
 which many shapes were read for, is the safer choice. 10-fold cross-validation on the H100
 sweep: 0.03 gave the best geomean of pick over the sweep's best (docs/selector.md)."""
 
-UNCERTAINTY_Z = 0.3
+UNCERTAINTY_Z = 0.35
 """Where the model knows its errors (``Model.errors``), the default config is replaced only
 by a config whose predicted gain, as a log ratio, exceeds UNCERTAINTY_Z times the combined
 error of the two predictions: sqrt(err_winner^2 + err_default^2), each the RMS log error of
@@ -537,7 +537,11 @@ uncertainty of the two predictions (on the H100 about 0.1 for either kernel kind
 must then be predicted some 4 % faster). Chosen by 10-fold cross-validation on the H100
 sweeps (536 shapes, against a flat 3 % margin: picks more than 2 % slower than the default
 37 -> 25, geomean cuBLAS / pick 0.8989 -> 0.8984; again on 696 shapes with the per-SM
-waves, z = 0.2-0.4 against 0.3: docs/selector.md)."""
+waves, z = 0.2-0.4 against 0.3: docs/selector.md). With the programs side by side on an SM
+and the L2 ceiling at 14e12 the decode tiles' errors came out smaller, and the margin with
+them: over the 1908 shapes 0.35 kept pick / best at 0.986 with 26 picks more than 2 % slower
+than the default against 44 at 0.3 (0.4: 0.985, 20; docs/selector.md, "An L2 ceiling of 14
+TB/s")."""
 
 SCHEMA = 2
 """Schema 2: the memory terms meet in their own sharp maximum (MEMORY_P); a file of schema 1

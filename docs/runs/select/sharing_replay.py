@@ -5,7 +5,9 @@ many picks reach 0.90 of the best, how many run more than 2 % slower than the de
 pick, and pick / best by class. docs/selector.md, "Programs side by side on an SM":
 
     git show f9d2cd2:autokernel/configs/selector/nvidia-h100-80gb-hbm3.json > /tmp/before.json
-    python3 docs/runs/select/sharing_replay.py /tmp/before.json autokernel/configs/selector/nvidia-h100-80gb-hbm3.json
+    python3 docs/runs/select/sharing_replay.py [--z=0.3] /tmp/before.json autokernel/configs/selector/nvidia-h100-80gb-hbm3.json
+
+--z: the uncertainty rule's z (``select.UNCERTAINTY_Z`` by default).
 """
 import collections
 import glob
@@ -22,7 +24,9 @@ R = "benchmarks/results/"
 SETS = [("H100 held-out draws", [R + f"check_random_h100_{i}.jsonl" for i in range(22, 28)], False),
         ("H100 broad suite", [R + "check_broad_h100_11.jsonl.gz"], False),
         ("H200 sweeps", sorted(glob.glob(R + "check_random_h200_*.jsonl")) + [R + "check_broad_h200_1.jsonl.gz"], True)]
-RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
+Z = next((float(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--z=")), select.UNCERTAINTY_Z)
+FILES = [a for a in sys.argv[1:] if not a.startswith("--z=")]
+RULE = dict(margin=select.DEFAULT_MARGIN, z=Z)
 
 
 def cls(m, n, k):
@@ -37,8 +41,8 @@ for name, files, carried in SETS:
     shapes = collections.defaultdict(list)
     for r in fs.read_rows(files):
         shapes[fs.shape_key(r)].append(r)
-    print(f"{name} ({len(shapes)} problems)")
-    for path in sys.argv[1:]:
+    print(f"{name} ({len(shapes)} problems, z {Z})")
+    for path in FILES:
         model = select.Model.from_json(Path(path).read_text(), path)
         if carried:
             model = best.carry(model, "NVIDIA H200")
