@@ -167,7 +167,7 @@ operands faster than that (809x5120x25856: 4.3 GB of tile reads in 312 µs, 13.8
 side on an SM, the 64x256 tile's g sat at its bound again (0.99; its large problems predicted
 10 % slow) and the thin TMA tiles read 13.5e12 on the H200; of 12 to 16 and 20e12, 14e12
 replayed best on the files the model was not fitted on (the H100's draws 0.9853 -> 0.9863
-of the best, the H200's sweeps 0.9834 -> 0.9842, fewer picks more than 2 % slower than the
+of the best, the H200's sweeps 0.9828 -> 0.9839, fewer picks more than 2 % slower than the
 default on both: docs/selector.md, "An L2 ceiling of 14 TB/s"). A selector file stores the
 ceiling it was fitted with (``Model.from_json`` reads a file of another ceiling, or of none:
 12e12, by rescaling its g)."""
