@@ -48,23 +48,33 @@ def group_sizes(tile_rows: int, group_m: int) -> tuple[int, ...]:
 
 
 @triton.jit
-def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
-                 EVEN_K: tl.constexpr, UPCAST: tl.constexpr, BLOCK_K: tl.constexpr):
+def accumulate_k(acc, a_ptrs, b_ptrs, a_rows, b_cols, offs_k, k_first, iters, K, stride_ak, stride_bk,
+                 EVEN_K: tl.constexpr, UPCAST: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr):
     """acc + the A tile @ the B tile over ``iters`` BLOCK_K steps from K index ``k_first``
     (where ``a_ptrs`` and ``b_ptrs`` point); without EVEN_K, columns from K on read as 0.
+    With MASK_M (MASK_N), only the A rows (B columns) where ``a_rows`` (``b_cols``) holds
+    are read, the others as 0.
 
-    The loop loads unmasked; without EVEN_K the steps end with one masked step, outside
-    the loop, for the part of the last BLOCK_K columns that lies inside K (a K slice of
-    split-K or stream-K holds at most that one). A mask inside the loop made every load
-    of an operand whose leading stride is not a multiple of 16 elements a scalar one,
-    and kept the pipeliner from overlapping them."""
+    The loop loads unmasked (but for those rows and columns: masks constant along K); without
+    EVEN_K the steps end with one masked step, outside the loop, for the part of the last
+    BLOCK_K columns that lies inside K (a K slice of split-K or stream-K holds at most that
+    one). A mask along K inside the loop made every load of an operand whose leading stride
+    is not a multiple of 16 elements a scalar one, and kept the pipeliner from overlapping
+    them."""
     if EVEN_K:
         full = iters
     else:
         full = tl.minimum(iters, (K - k_first) // BLOCK_K)
     for i in range(0, full):
-        a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
+        if MASK_M:
+            a = tl.load(a_ptrs, mask=a_rows[:, None], other=0.0)
+        else:
+            a = tl.load(a_ptrs)
+        if MASK_N:
+            b = tl.load(b_ptrs, mask=b_cols[None, :], other=0.0)
+        else:
+            b = tl.load(b_ptrs)
         if UPCAST:
             # Triton's interpreter multiplies bf16 as raw integers; fp32 is exact there.
             a = a.to(tl.float32)
@@ -75,8 +85,14 @@ def accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stri
     if not EVEN_K:
         if full < iters:
             k_left = K - k_first - full * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            a_mask = offs_k[None, :] < k_left
+            if MASK_M:
+                a_mask = a_mask & a_rows[:, None]
+            a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+            b_mask = offs_k[:, None] < k_left
+            if MASK_N:
+                b_mask = b_mask & b_cols[None, :]
+            b = tl.load(b_ptrs, mask=b_mask, other=0.0)
             if UPCAST:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
@@ -114,20 +130,29 @@ def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
              stride_am, stride_ak, stride_bk, stride_bn,
              EVEN_K: tl.constexpr, UPCAST: tl.constexpr, INDEX_64: tl.constexpr,
              A_LEAD: tl.constexpr, B_LEAD: tl.constexpr, M_RUN: tl.constexpr, N_RUN: tl.constexpr,
-             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+             MASK_M: tl.constexpr, MASK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             BLOCK_K: tl.constexpr):
     """(acc, offs_m, offs_n): the float32 product of output tile (pid_m, pid_n) over
     ``iters`` BLOCK_K steps of K from step ``k_iter`` (the whole K loop in the one-pass
     kernel, a slice of it in the split-K and stream-K kernels), with the tile's row and
-    column indices. M_RUN, N_RUN: ``index_run`` of M and N."""
+    column indices. M_RUN, N_RUN: ``index_run`` of M and N. MASK_M, MASK_N: ``mask_past``
+    of M and N."""
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Edge rows/cols wrap onto valid ones; the store masks them. The wrapped indices run
     # contiguously in aligned groups of M_RUN (N_RUN) only: the wrap restarts at 0 at M
     # (N), a multiple of the run. A claim of whole-tile runs let the compiler load a
     # vector across the restart from an address off its alignment (a misaligned address
-    # on the H100: B a column slice of 16-byte rows, N = 30 or 60).
-    offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, M_RUN), M_RUN)
-    offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, N_RUN), N_RUN)
+    # on the H100: B a column slice of 16-byte rows, N = 30 or 60). With MASK_M (MASK_N)
+    # the rows (columns) past M (N) are not read at all (``mask_past``).
+    if MASK_M:
+        offs_am = offs_m
+    else:
+        offs_am = tl.max_contiguous(tl.multiple_of(offs_m % M, M_RUN), M_RUN)
+    if MASK_N:
+        offs_bn = offs_n
+    else:
+        offs_bn = tl.max_contiguous(tl.multiple_of(offs_n % N, N_RUN), N_RUN)
     offs_k = tl.arange(0, BLOCK_K)
     k_first = k_iter * BLOCK_K
     abs_k = k_first + offs_k
@@ -138,8 +163,8 @@ def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
     a_ptrs, b_ptrs = operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, abs_k, stride_am, stride_ak, stride_bk, stride_bn,
                                   A_LEAD, B_LEAD)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_k, k_first, iters, K, stride_ak, stride_bk,
-                       EVEN_K, UPCAST, BLOCK_K)
+    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_m < M, offs_n < N, offs_k, k_first, iters, K, stride_ak, stride_bk,
+                       EVEN_K, UPCAST, MASK_M, MASK_N, BLOCK_K)
     return acc, offs_m, offs_n
 
 
@@ -159,6 +184,8 @@ def _matmul_kernel(
     B_LEAD: tl.constexpr,
     M_RUN: tl.constexpr,
     N_RUN: tl.constexpr,
+    MASK_M: tl.constexpr,
+    MASK_N: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -167,7 +194,7 @@ def _matmul_kernel(
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, 0, tl.cdiv(K, BLOCK_K), M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
     store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                    z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 
@@ -179,6 +206,20 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
         if (rows - 1) * s0 + (cols - 1) * s1 > _INT32_MAX // 2:
             return True
     return False
+
+
+def mask_past(size: int, block: int) -> bool:
+    """MASK_M of ``tile_acc`` (``size`` M, ``block`` block_m; MASK_N with N and block_n):
+    whether the tile's rows past M are masked rather than wrapped onto valid ones: where the
+    tile is at least four times M (decode: M of 1-4 on 16-row tiles). Every wrapped row is
+    then a copy of one of A's few rows, so that every program loads the same few addresses
+    over and over at every K step; masked, the rows past M are never read. Measured on an
+    H200 (docs/kernel-notes.md, "Rows past M and columns past N, masked"): at M = 1 the
+    decode tiles ran 1.06-1.25x faster masked (geomean per tile over 11 weights; 1x8192x8192
+    on 16x64x128: 42.4 -> 34.8 µs), the best of them 0.936 -> 1.022x cuBLAS; at N = 1 the
+    best of six tiles 0.52 -> 0.97x. Under four times the dimension masking gained nothing,
+    and tiles of 128 rows ran slower with B's columns masked (0.87-0.93x)."""
+    return 4 * size <= block
 
 
 def index_run(size: int, block: int) -> int:
@@ -227,6 +268,8 @@ def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, in
         B_LEAD=lead_hint(b),
         M_RUN=index_run(M, config.block_m),
         N_RUN=index_run(N, config.block_n),
+        MASK_M=mask_past(M, config.block_m),
+        MASK_N=mask_past(N, config.block_n),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

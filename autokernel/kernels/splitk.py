@@ -22,7 +22,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch, dependent_launch, hash_callees_first
-from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, tile_acc
+from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, mask_past, tile_acc
 
 _REDUCE_WARPS = 4
 
@@ -40,6 +40,8 @@ def _splitk_partial_kernel(
     B_LEAD: tl.constexpr,
     M_RUN: tl.constexpr,
     N_RUN: tl.constexpr,
+    MASK_M: tl.constexpr,
+    MASK_N: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -55,7 +57,7 @@ def _splitk_partial_kernel(
     iters = tl.minimum(iters_per_split, tl.cdiv(K, BLOCK_K) - first_iter)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, first_iter, iters, M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
 
     slice_start = pid_s * slice_size  # slice_size = M * N
     if INDEX_64:
@@ -160,6 +162,8 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
             B_LEAD=lead_hint(b),
             M_RUN=index_run(M, config.block_m),
             N_RUN=index_run(N, config.block_n),
+            MASK_M=mask_past(M, config.block_m),
+            MASK_N=mask_past(N, config.block_n),
             BLOCK_M=config.block_m,
             BLOCK_N=config.block_n,
             BLOCK_K=config.block_k,

@@ -40,9 +40,9 @@ def matmul_variants():
         consts = dict(HAS_BIAS=has_bias, STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False, INDEX_64=index_64,
                       A_LEAD=0 if even_k else 8, B_LEAD=0 if even_k else -8,
                       M_RUN=128 if even_k else 16 if not index_64 else 1, N_RUN=64 if even_k else 8 if not index_64 else 2,
-                      BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
+                      MASK_M=not even_k, MASK_N=index_64, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8)
         sig.update({name: "constexpr" for name in consts})
-        yield f"matmul {dtype} {act}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+        yield f"matmul {dtype} {act} mask_m={not even_k} mask_n={index_64}", _matmul_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
 
 
 def matmul_tma_variants():
@@ -94,10 +94,10 @@ def splitk_variants():
                                              "slice_size", "iters_per_split")})
         consts = dict(EVEN_K=even_k, UPCAST=False, INDEX_64=index_64, A_LEAD=0 if even_k else -4,
                       B_LEAD=0 if even_k else 8, M_RUN=16 if even_k else 4, N_RUN=64 if even_k else 8,
-                      BLOCK_M=16, BLOCK_N=64,
+                      MASK_M=not even_k, MASK_N=index_64, BLOCK_M=16, BLOCK_N=64,
                       BLOCK_K=64 if dtype == "float32" else 128, GROUP_M=8, LAUNCH_NEXT=dtype != "float32")
         sig.update({name: "constexpr" for name in consts})
-        yield f"splitk_partial {dtype} even_k={even_k}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
+        yield f"splitk_partial {dtype} even_k={even_k} mask_m={not even_k} mask_n={index_64}", _splitk_partial_kernel, sig, consts, {"num_warps": 4, "num_stages": 4}
     for dtype, act, split_k, index_64 in [*[("float16", act, 4, False) for act in ACTIVATIONS],
                                           ("bfloat16", "gelu_tanh", 2, False), ("float32", "silu", 16, True)]:
         t = "*" + _TYPES[dtype]
@@ -126,11 +126,11 @@ def streamk_variants():
         sig.update(slope="fp32", sk_tiles="i32", iters_per_program="i32")
         consts = dict(HAS_BIAS=act != "none", STORE_Z=act != "none", ACTIVATION=act, EVEN_K=even_k, UPCAST=False,
                       INDEX_64=index_64, A_LEAD=0 if even_k else 8, B_LEAD=0 if even_k else -8,
-                      M_RUN=128 if even_k else 16, N_RUN=64 if even_k else 8,
+                      M_RUN=128 if even_k else 16, N_RUN=64 if even_k else 8, MASK_M=not even_k, MASK_N=index_64,
                       BLOCK_M=128, BLOCK_N=128, BLOCK_K=32 if dtype == "float32" else 64, GROUP_M=8,
                       NUM_PROGRAMS=132)
         sig.update({name: "constexpr" for name in consts})
-        yield f"streamk {dtype} {act} even_k={even_k}", _streamk_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
+        yield f"streamk {dtype} {act} even_k={even_k} mask_m={not even_k} mask_n={index_64}", _streamk_kernel, sig, consts, {"num_warps": 8, "num_stages": 3}
 
 
 def tma_streamk_variants():

@@ -65,8 +65,8 @@ def test_hint_gives_16_byte_pipelined_loads_on_sm90():
             sig.update({name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "stride_cn",
                                                  "stride_zm", "stride_zn", "stride_bias")})
             consts = dict(stride_ak=1, stride_bk=1, HAS_BIAS=False, STORE_Z=False, ACTIVATION="none", EVEN_K=False,
-                          UPCAST=False, INDEX_64=False, A_LEAD=lead_a, B_LEAD=lead_b, M_RUN=128, N_RUN=128, BLOCK_M=128, BLOCK_N=128,
-                          BLOCK_K=64, GROUP_M=8)
+                          UPCAST=False, INDEX_64=False, A_LEAD=lead_a, B_LEAD=lead_b, M_RUN=128, N_RUN=128,
+                          MASK_M=False, MASK_N=False, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8)
             order = ["a_ptr", "b_ptr", "c_ptr", "bias_ptr", "z_ptr", "M", "N", "K", "stride_am", "stride_ak",
                      "stride_bk", "stride_bn", "stride_cm", "stride_cn", "stride_zm", "stride_zn", "stride_bias",
                      "slope", *list(consts)[2:]]
