@@ -57,6 +57,9 @@ FILL_TILES = 66
 """default_config's largest tile must make this many tiles: half an H100's 132 SMs."""
 _TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 _SKINNY_TILES = _TILES[1:]  # M <= 256: 128x128 on the grouped kernel beat 128x256 and TMA
+NARROW_N = 64
+"""default_config's narrow outputs: N below this takes tiles 64 columns wide (``_NARROW_TILES``)."""
+_NARROW_TILES = ((128, 64), (64, 64))
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -89,7 +92,12 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
     on the smaller two: tuned small shapes on the H100 all chose those tiles, and the
     rule ran 1.8x faster than the 128x256 or 128x128 tile it replaced, geomean over 14
     problems it was read from and 14 it never saw (docs/runs/kernels/default_tiles_h100.txt).
-    M <= 64 keeps its decode tiles. ``tma``: the caller knows that the TMA kernel takes the
+    M <= 64 keeps its decode tiles. Narrow outputs (N < NARROW_N) take the same rule over
+    128x64 and 64x64 tiles: wider tiles multiply every row of A read by columns past N (a
+    128x256 tile at N = 8 did 32 times the MMAs), and with those columns masked
+    (``kernels.matmul.mask_past``) the problem is A's bytes; on an H200 ``matmul``'s pick ran
+    1.55x faster than with the rule before on the 25 of 32 problems where it changed (M =
+    8192-32768, N = 1-56; docs/kernel-notes.md, "Rows past M and columns past N, masked"). ``tma``: the caller knows that the TMA kernel takes the
     operands; then a 16-bit problem of 65-256 rows whose rule gives a 64-row tile takes that
     tile on the TMA kernel (K steps of 128, deep pipelines: candidates.THIN_TMA): 1.27x faster
     than on the pointer kernel over 60 fresh problems on an H200, none more than 2 % slower,
@@ -134,8 +142,11 @@ def _default_config(m: int, n: int, k: int, dtype: torch.dtype, gpu: bool | None
                             group_m=8, num_warps=4, num_stages=4, variant="grouped")
     # The largest tile that still makes at least FILL_TILES tiles, else the smallest: 128x256
     # tiles on a 512x512 output are 8 tiles, and 124 of the H100's 132 SMs would sit idle.
-    tiles = _SKINNY_TILES if m <= 256 else _TILES
+    tiles = _NARROW_TILES if n < NARROW_N else _SKINNY_TILES if m <= 256 else _TILES
     bm, bn = next(((bm, bn) for bm, bn in tiles if _cdiv(m, bm) * _cdiv(n, bn) >= FILL_TILES), tiles[-1])
+    if (bm, bn) == (128, 64):
+        return _config(block_m=128, block_n=64, block_k=32 if wide else 64, group_m=8, num_warps=4,
+                       num_stages=4 if wide else 5, variant="grouped")
     if (bm, bn) == (128, 256):
         # Flattened: where the TMA kernel runs, the next tile's loads overlap this tile's
         # epilogue. On the H100 that was never slower than the same tile without it and

@@ -98,6 +98,22 @@ def test_default_config_takes_the_largest_tile_that_fills_the_gpu(shape, tile):
     assert tiles >= FILL_TILES or (cfg.block_m, cfg.block_n) == (64, 64)
 
 
+@pytest.mark.parametrize("shape, tile", [
+    ((16384, 2, 4096), (128, 64, 64)),      # 128 tiles of 128x64; 128x256 made 128 too, 254 of 256 columns idle
+    ((32768, 63, 4096), (128, 64, 64)),
+    ((8192, 8, 4096), (64, 64, 128)),       # 64 tiles of 128x64 fall short of 66: 64x64
+    ((2048, 1, 4096), (64, 64, 128)),       # nothing fills: the smallest
+    ((16384, 64, 4096), (128, 256, 64)),    # 64 columns: no longer narrow
+])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_narrow_outputs_take_tiles_64_columns_wide(shape, tile, dtype):
+    cfg = default_config(*shape, dtype, gpu=True, tma=True)
+    if dtype == torch.float32:  # fp32 halves block_k (and 128x256 halves block_n)
+        tile = (tile[0], 128 if tile[1] == 256 else tile[1], 32)
+    assert (cfg.block_m, cfg.block_n, cfg.block_k) == tile
+    check_fits(cfg, dtype, limit=232448, tma=True)
+
+
 @pytest.mark.parametrize("shape", [(65, 1024, 512), (100, 2304, 2048), (256, 1024, 256), (200, 4096, 4096)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_skinny_default_takes_its_tile_on_the_tma_kernel_where_that_runs(shape, dtype):
