@@ -51,6 +51,16 @@ SETS = {
 }
 
 
+def cycling(ins: list, run):
+    """A call of ``run(a, w, c)`` on the next of the operand sets ``ins`` each time."""
+    it = [0]
+
+    def call():
+        it[0] += 1
+        run(*ins[it[0] % len(ins)])
+    return call
+
+
 def twin(launch: KernelLaunch, mask: bool) -> KernelLaunch:
     """``launch`` with the rows past M and the columns past N masked (``mask``) or wrapped."""
     names = set(launch.fn.arg_names)
@@ -94,21 +104,9 @@ def main(which: str, out_path: str) -> None:
                     if not err < 2e-2:
                         print(json.dumps(dict(m=m, n=n, k=k, label=label, status="incorrect", rel_error=err)), file=out, flush=True)
                         continue
-                    it = [0]
-
-                    def f(plan=plan, it=it):
-                        it[0] += 1
-                        a, w, c = ins[it[0] % sets]
-                        plan(a, w.t(), c, c, c)
-                    fns.append(f)
+                    fns.append(cycling(ins, lambda a, w, c, plan=plan: plan(a, w.t(), c, c, c)))
                     labels.append(label)
-            it = [0]
-
-            def fc(it=it):
-                it[0] += 1
-                a, w, c = ins[it[0] % sets]
-                torch.mm(a, w.t(), out=c)
-            fns.append(fc)
+            fns.append(cycling(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
             labels.append("cublas")
             ms = race(fns, rounds=10, segment_ms=1.0)
             nbytes = (m * k + n * k + m * n) * 2

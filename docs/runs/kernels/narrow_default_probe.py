@@ -15,6 +15,7 @@ import torch
 
 from autokernel import best, config, matmul, select
 from autokernel.timing import race
+from mask_past_probe import cycling
 
 PROBLEMS = [(m, n, 4096) for m in (4096, 8192, 16384, 32768) for n in (1, 3, 8, 16, 24, 40, 56)]
 PROBLEMS += [(16384, n, k) for n in (2, 12) for k in (2048, 8192)]
@@ -47,21 +48,9 @@ def main(out_path: str) -> None:
             err = float((y.float() - ref).norm() / ref.norm())
             row[label] = cfg.short()
             row[label + " ok"] = err < 2e-2
-            it = [0]
-
-            def f(cfg=cfg, it=it):
-                it[0] += 1
-                a, w, c = ins[it[0] % sets]
-                matmul(a, w.t(), config=cfg, out=c)
-            fns.append(f)
+            fns.append(cycling(ins, lambda a, w, c, cfg=cfg: matmul(a, w.t(), config=cfg, out=c)))
             labels.append(label)
-        it = [0]
-
-        def fc(it=it):
-            it[0] += 1
-            a, w, c = ins[it[0] % sets]
-            torch.mm(a, w.t(), out=c)
-        fns.append(fc)
+        fns.append(cycling(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
         labels.append("cublas")
         ms = race(fns, rounds=10, segment_ms=1.0)
         row.update({f"{label} us": round(t * 1e3, 3) for label, t in zip(labels, ms)})
