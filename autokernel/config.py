@@ -97,10 +97,11 @@ def default_config(m: int, n: int, k: int, dtype: torch.dtype = torch.float16, *
     128x256 tile at N = 8 did 32 times the MMAs), and with those columns masked
     (``kernels.matmul.mask_past``) the problem is A's bytes; on an H200 ``matmul``'s pick ran
     1.55x faster than with the rule before on the 25 of 32 problems where it changed (M =
-    8192-32768, N = 1-56; docs/kernel-notes.md, "Rows past M and columns past N, masked"). ``tma``: the caller knows that the TMA kernel takes the
-    operands; then a 16-bit problem of 65-256 rows whose rule gives a 64-row tile takes that
-    tile on the TMA kernel (K steps of 128, deep pipelines: candidates.THIN_TMA): 1.27x faster
-    than on the pointer kernel over 60 fresh problems on an H200, none more than 2 % slower,
+    8192-32768, N = 1-56; docs/kernel-notes.md, "Rows past M and columns past N, masked").
+    ``tma``: the caller knows that the TMA kernel takes the operands; then a 16-bit problem
+    of 65-256 rows whose rule gives a 64-row tile takes that tile on the TMA kernel (K steps
+    of 128, deep pipelines: candidates.THIN_TMA): 1.27x faster than on the pointer kernel
+    over 60 fresh problems on an H200, none more than 2 % slower,
     and 1.12-1.22x over the H100's sweeps. The selector keeps the default unless a candidate is
     predicted faster by more than its doubt, so this also moves picks: 1.02x faster over the
     20 of 2000 fresh problems whose pick changed, 1.09x over 6 of the broad suite (H200;

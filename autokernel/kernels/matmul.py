@@ -163,8 +163,8 @@ def tile_acc(a_ptr, b_ptr, pid_m, pid_n, k_iter, iters, M, N, K,
     a_ptrs, b_ptrs = operand_ptrs(a_ptr, b_ptr, offs_am, offs_bn, abs_k, stride_am, stride_ak, stride_bk, stride_bn,
                                   A_LEAD, B_LEAD)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_m < M, offs_n < N, offs_k, k_first, iters, K, stride_ak, stride_bk,
-                       EVEN_K, UPCAST, MASK_M, MASK_N, BLOCK_K)
+    acc = accumulate_k(acc, a_ptrs, b_ptrs, offs_m < M, offs_n < N, offs_k, k_first, iters, K,
+                       stride_ak, stride_bk, EVEN_K, UPCAST, MASK_M, MASK_N, BLOCK_K)
     return acc, offs_m, offs_n
 
 
@@ -194,7 +194,8 @@ def _matmul_kernel(
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, 0, tl.cdiv(K, BLOCK_K), M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N,
+                                   BLOCK_M, BLOCK_N, BLOCK_K)
     store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                    z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 

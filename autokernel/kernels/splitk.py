@@ -22,7 +22,8 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch, dependent_launch, hash_callees_first
-from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, mask_past, tile_acc
+from autokernel.kernels.matmul import (_INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, mask_past,
+                                       tile_acc)
 
 _REDUCE_WARPS = 4
 
@@ -57,7 +58,8 @@ def _splitk_partial_kernel(
     iters = tl.minimum(iters_per_split, tl.cdiv(K, BLOCK_K) - first_iter)
     acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, first_iter, iters, M, N, K,
                                    stride_am, stride_ak, stride_bk, stride_bn,
-                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
+                                   EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N,
+                                   BLOCK_M, BLOCK_N, BLOCK_K)
 
     slice_start = pid_s * slice_size  # slice_size = M * N
     if INDEX_64:

@@ -76,7 +76,8 @@ def _streamk_kernel(
             pid_m, pid_n = grouped_tile(last_tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, head - last_tile * k_tiles, end - head,
                                            M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                                           EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
+                                           EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N,
+                                           BLOCK_M, BLOCK_N, BLOCK_K)
             tl.store(ws_tile, acc)
             tl.debug_barrier()  # every thread's part of the tile is stored before the count
             tl.atomic_add(locks_ptr + last_tile, 1, sem="release")
@@ -87,7 +88,8 @@ def _streamk_kernel(
             pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, seg - tile * k_tiles, (tile + 1) * k_tiles - seg,
                                            M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                                           EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
+                                           EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N,
+                                           BLOCK_M, BLOCK_N, BLOCK_K)
             first_helper = (tile * k_tiles) // iters_per_program
             if first_helper < pid:
                 while tl.atomic_add(locks_ptr + tile, 0, sem="acquire") < pid - first_helper:
@@ -104,7 +106,8 @@ def _streamk_kernel(
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc, offs_m, offs_n = tile_acc(a_ptr, b_ptr, pid_m, pid_n, 0, k_tiles, M, N, K,
                                        stride_am, stride_ak, stride_bk, stride_bn,
-                                       EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N, BLOCK_M, BLOCK_N, BLOCK_K)
+                                       EVEN_K, UPCAST, INDEX_64, A_LEAD, B_LEAD, M_RUN, N_RUN, MASK_M, MASK_N,
+                                       BLOCK_M, BLOCK_N, BLOCK_K)
         store_epilogue(acc, offs_m, offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
                        z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, INDEX_64)
 
