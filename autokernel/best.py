@@ -283,7 +283,7 @@ def sibling_model(device: str) -> "select.Model | None":
     it, is placed by its compute capability and SM count, its bandwidth and clock taken as
     the fitted GPU's. None where neither tells the architecture, or no shipped model is of it."""
     spec = gpus.detect_gpu(device)
-    here = not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device
+    here = _runs_on(device)
     if spec is not None and spec.arch and spec.sms:
         arch, programs = spec.arch, runtime.sm_count() if here else spec.sms
     elif here:
@@ -303,8 +303,12 @@ def carry(model: "select.Model", device: str) -> "select.Model | None":
     spec, fitted = gpus.detect_gpu(device), gpus.detect_gpu(model.device)
     if spec is None or fitted is None or not (spec.sms and fitted.sms) or spec.arch != fitted.arch:
         return None
-    here = not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device
-    return _carry(model, fitted, device, spec, runtime.sm_count() if here else spec.sms)
+    return _carry(model, fitted, device, spec, runtime.sm_count() if _runs_on(device) else spec.sms)
+
+
+def _runs_on(device: str) -> bool:
+    """Whether this process runs on the GPU named ``device`` (its SM count is then this machine's)."""
+    return not runtime.INTERPRETER and torch.cuda.is_available() and runtime.device_name() == device
 
 
 def _carry(model: "select.Model", fitted: "gpus.GpuSpec", device: str, spec: "gpus.GpuSpec | None",
