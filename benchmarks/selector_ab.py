@@ -73,12 +73,19 @@ def race_pairs(problems, picks, out: str, time_budget: float, names: tuple[str, 
     return ratios, by_class, failed
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="the selector file to compare the shipped model against")
+def ab_arguments(description: str | None = None) -> argparse.ArgumentParser:
+    """The arguments every A/B of two picks takes: the shapes file, the results file and the
+    time budget (seconds) of the races."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--shapes", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--time-budget", type=float, default=400.0)
+    return ap
+
+
+def main() -> int:
+    ap = ab_arguments(__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="the selector file to compare the shipped model against")
     args = ap.parse_args()
     device = runtime.device_name()
     shipped = best.selector_model(device)

@@ -10,7 +10,6 @@ pick faster). docs/selector.md, "A faster DRAM reaches a grid through the SMs it
     python3 docs/runs/select/dram_gain_ab.py --shapes SHAPES.csv --out OUT.jsonl [--time-budget 400]
 """
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,15 +18,11 @@ import torch
 from autokernel import best, runtime, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from selector_ab import changed_picks, geomean, race_pairs  # noqa: E402
+from selector_ab import ab_arguments, changed_picks, geomean, race_pairs  # noqa: E402
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--time-budget", type=float, default=400.0)
-    args = ap.parse_args()
+    args = ab_arguments().parse_args()
     device = runtime.device_name()
     shipped = best.selector_model(device)
     if shipped is None or shipped.dram_gain == 1.0:
