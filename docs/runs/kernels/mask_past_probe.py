@@ -12,7 +12,6 @@ planned against it wrapped, with the problem's dtype, layout and epilogue. docs/
     python3 docs/runs/kernels/mask_past_probe.py rows|cols OUT.jsonl
     python3 docs/runs/kernels/mask_past_probe.py fresh OUT.jsonl SHAPES.csv
 """
-import itertools
 import json
 import math
 import sys
@@ -20,11 +19,14 @@ from pathlib import Path
 
 import torch
 
-from autokernel import api
-from autokernel.config import KernelConfig
-from autokernel.kernels.launch import KernelLaunch
-from autokernel.kernels.splitk import SplitKLaunch
-from autokernel.timing import race
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from select_sweep import _call, input_sets  # noqa: E402
+
+from autokernel import api  # noqa: E402
+from autokernel.config import KernelConfig  # noqa: E402
+from autokernel.kernels.launch import KernelLaunch  # noqa: E402
+from autokernel.kernels.splitk import SplitKLaunch  # noqa: E402
+from autokernel.timing import race  # noqa: E402
 
 DEVICE, INTERPRET = torch.device("cuda", 0), False
 
@@ -49,16 +51,6 @@ SETS = {
               "128x128x64": cfg64(128, 128, 4), "64x64x128 k4": cfg(64, 64, 4), "64x128x64 k2": cfg64(64, 128, 4, 2)},
              [(m, n, k) for m, k in ((2048, 4096), (8192, 4096), (16384, 7168)) for n in (1, 2, 5, 8, 16, 24, 40)]),
 }
-
-
-def cycling(ins: list, run):
-    """A call of ``run(a, w, c)`` on the next of the operand sets ``ins`` each time."""
-    it = [0]
-
-    def call():
-        it[0] += 1
-        run(*ins[it[0] % len(ins)])
-    return call
 
 
 def twin(launch: KernelLaunch, mask: bool) -> KernelLaunch:
@@ -104,9 +96,9 @@ def main(which: str, out_path: str) -> None:
                     if not err < 2e-2:
                         print(json.dumps(dict(m=m, n=n, k=k, label=label, status="incorrect", rel_error=err)), file=out, flush=True)
                         continue
-                    fns.append(cycling(ins, lambda a, w, c, plan=plan: plan(a, w.t(), c, c, c)))
+                    fns.append(_call(ins, lambda a, w, c, plan=plan: plan(a, w.t(), c, c, c)))
                     labels.append(label)
-            fns.append(cycling(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
+            fns.append(_call(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
             labels.append("cublas")
             ms = race(fns, rounds=10, segment_ms=1.0)
             nbytes = (m * k + n * k + m * n) * 2
@@ -118,9 +110,6 @@ def main(which: str, out_path: str) -> None:
 
 def fresh(out_path: str, shapes: str) -> None:
     """The "fresh" mode: ``matmul``'s pick, masked as planned and wrapped, beside torch."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-    from select_sweep import input_sets
-
     from autokernel.evaluate import reference, torch_function
     from autokernel.tuning.shapes import read_shapes
 
@@ -144,16 +133,9 @@ def fresh(out_path: str, shapes: str) -> None:
             torch.cuda.synchronize()
             errors.append(float((c0.float() - ref).norm() / ref.norm()))
         eager = torch_function(p)
-        fns = []
-        for launch in (masked, wrapped):
-            cycle = itertools.cycle(sets)
-
-            def f(launch=launch, cycle=cycle):
-                a, b, bias, c = next(cycle)
-                launch(a, b, c, bias if bias is not None else c, c)
-            fns.append(f)
-        cycle = itertools.cycle(sets)
-        fns.append(lambda cycle=cycle: eager(*next(cycle)[:3]))
+        fns = [_call(sets, lambda a, b, bias, c, launch=launch: launch(a, b, c, bias if bias is not None else c, c))
+               for launch in (masked, wrapped)]
+        fns.append(_call(sets, lambda a, b, bias, c: eager(a, b, bias)))
         ms = race(fns, rounds=10, segment_ms=1.0)
         row = dict(m=p.m, n=p.n, k=p.k, dtype=p.dtype, layout=p.layout, activation=p.activation, bias=p.bias,
                    config=config.short(), ok=all(e < 2e-2 for e in errors), rel_error=max(errors),

@@ -10,12 +10,15 @@ leave L2; bf16, nt, each output checked against a float32 reference). docs/kerne
 import json
 import math
 import sys
+from pathlib import Path
 
 import torch
 
-from autokernel import best, config, matmul, select
-from autokernel.timing import race
-from mask_past_probe import cycling
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from select_sweep import _call  # noqa: E402
+
+from autokernel import best, config, matmul, select  # noqa: E402
+from autokernel.timing import race  # noqa: E402
 
 PROBLEMS = [(m, n, 4096) for m in (4096, 8192, 16384, 32768) for n in (1, 3, 8, 16, 24, 40, 56)]
 PROBLEMS += [(16384, n, k) for n in (2, 12) for k in (2048, 8192)]
@@ -48,9 +51,9 @@ def main(out_path: str) -> None:
             err = float((y.float() - ref).norm() / ref.norm())
             row[label] = cfg.short()
             row[label + " ok"] = err < 2e-2
-            fns.append(cycling(ins, lambda a, w, c, cfg=cfg: matmul(a, w.t(), config=cfg, out=c)))
+            fns.append(_call(ins, lambda a, w, c, cfg=cfg: matmul(a, w.t(), config=cfg, out=c)))
             labels.append(label)
-        fns.append(cycling(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
+        fns.append(_call(ins, lambda a, w, c: torch.mm(a, w.t(), out=c)))
         labels.append("cublas")
         ms = race(fns, rounds=10, segment_ms=1.0)
         row.update({f"{label} us": round(t * 1e3, 3) for label, t in zip(labels, ms)})
