@@ -607,6 +607,15 @@ class Model:
         own = self.constants.get(config_id(config))
         if own is not None and (kernel_kind(config, tma) == kernel_kind(config, True)):
             return own, config
+        if tma and _tail_twin(config) and not config.flatten:
+            # The candidates run an unflattened stream-K tail only with no whole wave, one
+            # chunk a program, where flatten changes nothing: the flattened data-parallel
+            # twin's constants, fitted on the candidates' sweeps, describe it (the
+            # unflattened twin's came from one sweep and rated the thin tiles 7-22 % slow).
+            flat = config.model_copy(update={"stream_k": False, "flatten": True})
+            found = self.constants.get(config_id(flat))
+            if found is not None:
+                return found, flat
         kind = kernel_kind(config, tma)
         same = self._by_tile.get((kind, config.block_m, config.block_n))
         if not same:

@@ -180,6 +180,18 @@ def test_a_tuned_stream_k_config_with_no_tail_to_cut_is_scored_as_the_plain_kern
         assert scored[sk] == scored[plain], (m, n, k)
 
 
+def test_an_unflattened_stream_k_twin_takes_the_flattened_twins_constants(h100):
+    model = best.selector_model(H100)
+    for sk in (c for c in CANDIDATES if c.stream_k and c.variant == "tma" and not c.flatten):
+        flat = sk.model_copy(update={"stream_k": False, "flatten": True})
+        found = model.constants_for(sk, True)
+        if select.config_id(flat) in model.constants:
+            assert found == (model.constants[select.config_id(flat)], flat), sk.short()
+        else:  # no flattened twin fitted: the nearest of the same tile, as for any config
+            assert found is not None and found[1].block_m == sk.block_m and found[1].block_n == sk.block_n
+        assert model.constants_for(sk, False) != found or found is None  # no TMA: the pointer kernel's
+
+
 def test_unaligned_rows_keep_the_pointer_kernels_when_no_tma_config_can_be_scored(h100):
     # K = 56 rows of A are not 16-aligned; the only TMA config is a tuned entry the model has
     # no constants for: the default stays (leaving it out too once left nothing to score).
