@@ -278,10 +278,12 @@ def sibling_model(device: str) -> "select.Model | None":
     """A shipped model carried to ``device``, a GPU no model was fitted for, from one of the
     same architecture (``select.carried``): its SM count (this machine's where ``device`` is
     its GPU), and its DRAM bandwidth and tensor throughput per SM against the fitted GPU's,
-    from the datasheet table (``gpus``). An H200 takes the H100's model with 1.43x its DRAM
-    bandwidth: the same SMs at the same clocks. The GPU at hand, if the table does not know
-    it, is placed by its compute capability and SM count, its bandwidth and clock taken as
-    the fitted GPU's. None where neither tells the architecture, or no shipped model is of it."""
+    from the datasheet table (``gpus``). Of several such models, the one fitted on the GPU
+    nearest to it (``_distance``): an H100 NVL takes the H100's model with 1.16x its DRAM
+    bandwidth and 0.84x its clock, an H200 NVL the H200's with its clock. The GPU at hand, if
+    the table does not know it, is placed by its compute capability and SM count, its
+    bandwidth and clock taken as the first fitted GPU's. None where neither tells the
+    architecture, or no shipped model is of it."""
     spec = gpus.detect_gpu(device)
     here = _runs_on(device)
     if spec is not None and spec.arch and spec.sms:
@@ -290,10 +292,20 @@ def sibling_model(device: str) -> "select.Model | None":
         arch, programs = "sm_{}{}".format(*torch.cuda.get_device_capability()), runtime.sm_count()
     else:
         return None
-    for model, fitted in _shipped_models():
-        if fitted.arch == arch:
-            return _carry(model, fitted, device, spec, programs)
-    return None
+    siblings = [(model, fitted) for model, fitted in _shipped_models() if fitted.arch == arch]
+    if not siblings:
+        return None
+    model, fitted = min(siblings, key=lambda item: _distance(item[1], spec))  # min keeps the first of ties
+    return _carry(model, fitted, device, spec, programs)
+
+
+def _distance(fitted: "gpus.GpuSpec", spec: "gpus.GpuSpec | None") -> float:
+    """How far a model fitted on ``fitted`` is carried to ``spec``: the log ratios of their DRAM
+    bandwidths and of their tensor throughputs per SM, added (0 where ``spec`` is unknown)."""
+    if spec is None or not spec.sms:
+        return 0.0
+    per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
+    return abs(math.log(spec.bandwidth_gbs / fitted.bandwidth_gbs)) + abs(math.log(per_sm))
 
 
 def carry(model: "select.Model", device: str) -> "select.Model | None":

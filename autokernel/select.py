@@ -396,7 +396,8 @@ def config_id(config: KernelConfig) -> str:
     return config.to_json()
 
 
-def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) -> dict[str, Constants]:
+def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
+        dram_scale: float = 1.0) -> dict[str, Constants]:
     """Constants per config from sweep rows (``benchmarks/select_sweep.py``: m, n, k, dtype,
     layout, config as a dict, gpu_ms), by least squares on log time with torch's Adam.
 
@@ -404,7 +405,13 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     pulled gently towards the mean of its kernel kind, so that a config timed on few
     shapes does not fit noise. The TMA kernel's stream-K tail (``stream_k`` with variant
     tma) gets none: it is scored with its data-parallel twin's constants and the tail's
-    model (``streamk_waves``), which these features (whole waves) do not describe."""
+    model (``streamk_waves``), which these features (whole waves) do not describe.
+
+    ``dram_scale``: the swept GPU's DRAM bandwidth over the H100's (the datasheets'): each
+    config's e is fitted below a ceiling of COPY_BANDWIDTH times it, and returned relative to
+    COPY_BANDWIDTH as always (above 1 on a GPU of faster DRAM). With the H100's ceiling an
+    H200's decode tiles, which copy at 3.4-4.1 TB/s there, sat at the bound and were
+    predicted slow (docs/selector.md)."""
     data: list[tuple[int, tuple[float, float, float]]] = []
     index: dict[str, int] = {}
     kinds: list[str] = []
@@ -451,7 +458,8 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
     opt = torch.optim.Adam([theta], lr=0.05)
     for step in range(steps):
         opt.zero_grad()
-        a, b, e, d = theta[idx, 0].exp(), theta[idx, 1].exp(), torch.sigmoid(theta[idx, 2]), theta[idx, 3].exp()
+        a, b, d = theta[idx, 0].exp(), theta[idx, 1].exp(), theta[idx, 3].exp()
+        e = dram_scale * torch.sigmoid(theta[idx, 2])
         g_l2 = torch.sigmoid(theta[idx, 4])
         compute = (waves - (1 - torch.sigmoid(theta[idx, 6])) * shared) * (a + b * k_per)
         memory = nbytes / (COPY_BANDWIDTH * e) * 1e6
@@ -469,7 +477,7 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0) 
                 group["lr"] = 0.01
     theta = theta.detach()
     return {key: Constants(a=float(theta[i, 0].exp()), b=float(theta[i, 1].exp()),
-                           e=float(torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()),
+                           e=float(dram_scale * torch.sigmoid(theta[i, 2])), d=float(theta[i, 3].exp()),
                            g=float(torch.sigmoid(theta[i, 4])), r=float(theta[i, 5]),
                            s=float(torch.sigmoid(theta[i, 6])))
             for key, i in index.items()}

@@ -17,8 +17,9 @@ import json
 import math
 import random
 import sys
+from dataclasses import replace
 
-from autokernel import best, select
+from autokernel import best, gpus, select
 from autokernel.config import KernelConfig
 from autokernel.records import torch_dtype
 from autokernel.userfiles import read_text
@@ -106,10 +107,38 @@ def summarize(results: list[tuple | None], title: str) -> None:
 def fitted(device: str, rows: list[dict], args) -> select.Model:
     """The model fitted on ``rows``, with each config's error on them (unless --no-errors:
     then the pick keeps the default within --margin instead)."""
-    model = select.Model(device, args.programs, select.fit(rows, args.programs))
-    if args.no_errors:
-        return model
-    return select.Model(device, args.programs, model.constants, select.fit_errors(model, rows))
+    model = select.Model(device, args.programs, select.fit(rows, args.programs, dram_scale=dram_scale(device, args)))
+    if not args.no_errors:
+        model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows))
+    fill = getattr(args, "fill_from", None)
+    return filled(model, fill) if fill else model
+
+
+def filled(model: select.Model, path: str) -> select.Model:
+    """``model`` with what its sweeps do not measure taken from the selector file ``path``,
+    carried to ``model``'s GPU (``best.carry``): the configs it has no constants for (with
+    their errors), and every config's layout factor r (B row-major against B transposed),
+    which sweeps of nearly only one layout cannot fit."""
+    base = select.Model.from_json(read_text(path), path)
+    base = best.carry(base, model.device) or base
+    constants = {key: replace(c, r=base.constants[key].r) if key in base.constants else c
+                 for key, c in model.constants.items()}
+    constants.update({key: c for key, c in base.constants.items() if key not in constants})
+    errors = {**{key: e for key, e in base.errors.items() if key not in model.constants}, **model.errors}
+    return select.Model(model.device, model.programs, constants, errors)
+
+
+COPY_GPU = "NVIDIA H100 80GB HBM3"
+"""The GPU whose copy bandwidth ``select.COPY_BANDWIDTH`` is."""
+
+
+def dram_scale(device: str, args) -> float:
+    """``select.fit``'s ``dram_scale`` for sweeps of ``device``: --dram-scale, else the
+    datasheets' DRAM bandwidth of ``device`` over COPY_GPU's (1 where the table does not know it)."""
+    if getattr(args, "dram_scale", None):
+        return args.dram_scale
+    spec, ref = gpus.detect_gpu(device), gpus.detect_gpu(COPY_GPU)
+    return spec.bandwidth_gbs / ref.bandwidth_gbs if spec is not None else 1.0
 
 
 def geomean(values) -> float:
@@ -128,6 +157,11 @@ def main(argv=None) -> int:
                     help="keep the default unless a config's predicted gain exceeds z times the predictions' error")
     ap.add_argument("--no-errors", action="store_true", help="fit no per-config errors (the margin rule)")
     ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
+    ap.add_argument("--fill-from", metavar="MODEL",
+                    help="take what the sweeps do not measure from this selector file (carried to the swept GPU): "
+                         "the configs they lack, and each config's layout factor")
+    ap.add_argument("--dram-scale", type=float, default=None,
+                    help="the swept GPU's DRAM bandwidth over the H100's (default: the datasheets')")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
                     help="sweep files left out of the fit: picked for by the model fitted on the others")
     ap.add_argument("--add-to", metavar="MODEL",

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,22 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
     assert set(merged.constants) == set(model.constants)
     assert all(merged.constants[key] == c and merged.errors[key] == 0.5 for key, c in kept.items())
     assert all(merged.constants[key] == model.constants[key] for key in set(model.constants) - set(kept))
+    # --fill-from: what the sweeps do not measure (configs they lack; the layout factor) comes
+    # from another model, carried to the swept GPU
+    key0 = next(iter(kept))
+    fill = tmp_path / "fill.json"
+    lacking = select.config_id(select.CANDIDATES[-1])
+    assert lacking not in model.constants
+    fill.write_text(select.Model(model.device, model.programs,
+                                 {key0: replace(kept[key0], r=0.25), lacking: kept[key0]}, {lacking: 0.3}).to_json())
+    filled_out = tmp_path / "filled.json"
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--fill-from", str(fill), "--out",
+                str(filled_out))
+    assert proc.returncode == 0, proc.stderr
+    filled = select.Model.from_json(filled_out.read_text())
+    assert filled.constants[key0] == replace(model.constants[key0], r=0.25)
+    assert filled.constants[lacking] == kept[key0] and filled.errors[lacking] == 0.3
+    assert set(filled.constants) == set(model.constants) | {lacking}
 
 
 def test_fuzz_runs_and_passes_on_the_interpreter():

@@ -37,11 +37,12 @@ def test_json_table() -> None:
     out = json.loads(result.stdout)
     assert {"A100 SXM4 80GB", "H100 SXM5", "RTX 4090"} <= {g["name"] for g in out["gpus"]}
     assert out["measured"] is None
-    # Which GPUs the selector serves: a model fitted on the H100, carried to the other Hopper
-    # parts, none for Ampere and Ada (the default config there).
+    # Which GPUs the selector serves: models fitted on the H100 and the H200, carried to the
+    # other Hopper parts, none for Ampere and Ada (the default config there).
     by_name = {g["name"]: g for g in out["gpus"]}
     assert by_name["H100 SXM5"]["selector"] == "fitted" and by_name["H100 SXM5"]["sms"] == 132
-    assert {by_name[n]["selector"] for n in ("H100 PCIe", "H100 NVL", "H200 SXM", "H200 NVL")} == {"carried"}
+    assert by_name["H200 SXM"]["selector"] == "fitted"
+    assert {by_name[n]["selector"] for n in ("H100 PCIe", "H100 NVL", "H200 NVL")} == {"carried"}
     assert {by_name[n]["selector"] for n in ("A100 SXM4 80GB", "L40S", "RTX 4090")} == {None}
     assert by_name["A100 SXM4 80GB"]["arch"] == "sm_80"
 

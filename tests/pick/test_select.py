@@ -94,6 +94,21 @@ def test_fit_recovers_a_known_model():
     assert fitted[select.config_id(CANDIDATES[0])].s == pytest.approx(0.4, abs=0.1)
 
 
+def test_fit_reaches_past_the_h100s_copy_bandwidth_on_a_gpu_of_faster_dram():
+    """A decode tile that copies at 1.3x COPY_BANDWIDTH (an H200's DRAM): fitted under the
+    H100's ceiling its bandwidth stops at it and memory-bound problems are predicted slow;
+    with ``dram_scale`` (the datasheets' ratio) the fit finds it."""
+    truth = {CANDIDATES[0]: select.Constants(a=1.0, b=0.002, e=1.3, d=3.0, g=0.6, s=0.4)}
+    shapes = [(m, n, k) for m in (1, 4, 16) for n in (4096, 8192, 14336) for k in (4096, 8192)]
+    rows = _synthetic_rows(truth, shapes)
+    key = select.config_id(CANDIDATES[0])
+    capped, scaled = select.fit(rows, steps=800)[key], select.fit(rows, steps=800, dram_scale=1.43)[key]
+    assert capped.e < 1.0 and scaled.e == pytest.approx(1.3, rel=0.05)
+    f = select.features(CANDIDATES[0], 1, 14336, 8192, torch.float16, True, 132)
+    want = truth[CANDIDATES[0]].predict_us(*f)
+    assert scaled.predict_us(*f) == pytest.approx(want, rel=0.05) and capped.predict_us(*f) > want * 1.1
+
+
 def test_the_stream_k_tail_fits_no_constants_of_its_own():
     """Rows of the TMA kernel's stream-K tail neither get constants nor count in the
     errors: the tail is scored with its data-parallel twin's constants and its own model."""

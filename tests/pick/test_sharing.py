@@ -79,8 +79,8 @@ def test_the_shipped_model_shares_the_decode_tiles_sm_and_carries_it():
     shares = {select.config_id(c): h100.constants[select.config_id(c)].s for c in CANDIDATES
               if select.config_id(c) in h100.constants and select.kernel_kind(c, True) in select.SHARING_KINDS}
     assert shares and all(0.0 < s < 1.0 for s in shares.values())
-    h200 = best.selector_model("NVIDIA H200")
-    assert h200.constants[select.config_id(DECODE)].s == h100.constants[select.config_id(DECODE)].s
+    nvl = best.selector_model("NVIDIA H100 NVL")
+    assert nvl.constants[select.config_id(DECODE)].s == h100.constants[select.config_id(DECODE)].s
 
 
 def test_a_decode_problem_the_h200_ran_faster_split():
