@@ -111,17 +111,27 @@ def fitted(device: str, rows: list[dict], args) -> select.Model:
     if not args.no_errors:
         model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows))
     fill = getattr(args, "fill_from", None)
-    return filled(model, fill) if fill else model
+    return filled(model, fill, rows) if fill else model
 
 
-def filled(model: select.Model, path: str) -> select.Model:
-    """``model`` with what its sweeps do not measure taken from the selector file ``path``,
-    carried to ``model``'s GPU (``best.carry``): the configs it has no constants for (with
-    their errors), and every config's layout factor r (B row-major against B transposed),
-    which sweeps of nearly only one layout cannot fit."""
+ROW_MAJOR_MIN = 20
+"""The fewest problems with B row-major (layouts nn, tn) a config's rows need for its own
+layout factor r; with fewer, ``filled`` takes it from the other model."""
+
+
+def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
+    """``model``, fitted on ``rows``, with what they do not measure taken from the selector
+    file ``path``, carried to ``model``'s GPU (``best.carry``): the configs it has no constants
+    for (with their errors), and the layout factor r (B row-major against B transposed) of
+    each config timed on fewer than ROW_MAJOR_MIN problems with B row-major."""
     base = select.Model.from_json(read_text(path), path)
     base = best.carry(base, model.device) or base
-    constants = {key: replace(c, r=base.constants[key].r) if key in base.constants else c
+    row_major = collections.Counter()
+    for row in rows:
+        if row.get("config") is not None and select.b_row_major(row.get("layout", "nt")):
+            row_major[select.config_id(KernelConfig.from_dict(row["config"]))] += 1
+    constants = {key: replace(c, r=base.constants[key].r)
+                 if key in base.constants and row_major[key] < ROW_MAJOR_MIN else c
                  for key, c in model.constants.items()}
     constants.update({key: c for key, c in base.constants.items() if key not in constants})
     errors = {**{key: e for key, e in base.errors.items() if key not in model.constants}, **model.errors}
@@ -159,7 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", type=int, default=132, help="SMs of the swept GPU")
     ap.add_argument("--fill-from", metavar="MODEL",
                     help="take what the sweeps do not measure from this selector file (carried to the swept GPU): "
-                         "the configs they lack, and each config's layout factor")
+                         "the configs they lack, and the layout factor of configs timed on few nn/tn problems")
     ap.add_argument("--dram-scale", type=float, default=None,
                     help="the swept GPU's DRAM bandwidth over the H100's (default: the datasheets')")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",

@@ -312,3 +312,29 @@ def test_model_step_checks_its_arguments_and_needs_a_gpu():
     assert proc.returncode == 2 and "--tokens takes integers" in proc.stderr
     proc = _run(str(BENCH / "model_step.py"), "--out", os.devnull)
     assert proc.returncode == 2 and "GPU" in proc.stderr
+
+
+def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_major(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import fit_selector
+    from autokernel import select
+
+    own, few, lacking = (select.config_id(c) for c in select.CANDIDATES[:3])
+    device = "NVIDIA H100 80GB HBM3"
+    model = select.Model(device, 132, {own: select.Constants(1.0, 0.01, 0.9, 2.0, 0.8, 0.1, 0.5),
+                                       few: select.Constants(1.0, 0.01, 0.9, 2.0, 0.8, 0.2, 0.5)}, {own: 0.1, few: 0.1})
+    base = tmp_path / "base.json"
+    base.write_text(select.Model(device, 132, {own: select.Constants(2.0, 0.02, 0.8, 3.0, 0.7, -0.3, 0.4),
+                                               few: select.Constants(2.0, 0.02, 0.8, 3.0, 0.7, -0.4, 0.4),
+                                               lacking: select.Constants(2.0, 0.02, 0.8, 3.0, 0.7, -0.5, 0.4)},
+                                  {lacking: 0.2}).to_json())
+
+    def row(key, layout):
+        return {"config": json.loads(key), "layout": layout}
+
+    rows = ([row(own, "nn")] * fit_selector.ROW_MAJOR_MIN + [row(few, "tn")] * (fit_selector.ROW_MAJOR_MIN - 1)
+            + [row(few, "nt")] * 50)
+    out = fit_selector.filled(model, str(base), rows)
+    assert out.constants[own] == model.constants[own]  # timed on enough nn problems: its own r
+    assert out.constants[few].r == -0.4 and out.constants[few].a == 1.0  # too few: r from the other model
+    assert out.constants[lacking].r == -0.5 and out.errors == {own: 0.1, few: 0.1, lacking: 0.2}

@@ -49,7 +49,7 @@ def summary(results):
 
 
 carried = best.carry(select.Model.from_json(read_text(H100_FILE)), DEVICE)
-files = sorted(glob.glob("benchmarks/results/check_*h200*.jsonl*"))
+files = sorted(glob.glob("benchmarks/results/*_h200*.jsonl*"))
 rows = fs.read_rows(files)
 shapes = collections.defaultdict(list)
 for row in rows:
