@@ -20,6 +20,7 @@ RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 class Args:
     programs = 132
     no_errors = False
+    dram_scale = 1.0  # as this replay ran: the H100's DRAM ceiling (fit_selector now scales it by the datasheets)
 
 
 def geomean(values):
