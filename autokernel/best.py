@@ -304,8 +304,12 @@ def _distance(fitted: "gpus.GpuSpec", spec: "gpus.GpuSpec | None") -> float:
     bandwidths and of their tensor throughputs per SM, added (0 where ``spec`` is unknown)."""
     if spec is None or not spec.sms:
         return 0.0
-    per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
-    return abs(math.log(spec.bandwidth_gbs / fitted.bandwidth_gbs)) + abs(math.log(per_sm))
+    return abs(math.log(spec.bandwidth_gbs / fitted.bandwidth_gbs)) + abs(math.log(_per_sm(spec, fitted)))
+
+
+def _per_sm(spec: "gpus.GpuSpec", fitted: "gpus.GpuSpec") -> float:
+    """``spec``'s tensor throughput per SM over ``fitted``'s (the datasheets': the clock)."""
+    return (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
 
 
 def carry(model: "select.Model", device: str) -> "select.Model | None":
@@ -327,8 +331,7 @@ def _carry(model: "select.Model", fitted: "gpus.GpuSpec", device: str, spec: "gp
            programs: int) -> "select.Model":
     if spec is None or not spec.sms:
         return select.carried(model, device, programs, 1.0, 1.0)
-    per_sm = (spec.fp16_tflops / spec.sms) / (fitted.fp16_tflops / fitted.sms)
-    return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, per_sm)
+    return select.carried(model, device, programs, spec.bandwidth_gbs / fitted.bandwidth_gbs, _per_sm(spec, fitted))
 
 
 def _shipped_models() -> list[tuple["select.Model", "gpus.GpuSpec"]]:

@@ -262,9 +262,21 @@ def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, in
         HAS_BIAS=bias is not None,
         STORE_Z=z is not None,
         ACTIVATION=activation,
+        INDEX_64=_needs_int64(a, b, c, zz),
+        **tile_constexprs(a, b, config, interpret),
+    )
+    return scalars, constexprs
+
+
+def tile_constexprs(a, b, config, interpret: bool) -> dict:
+    """The constexprs of ``tile_acc`` (but INDEX_64) and the tile order, as every pointer
+    kernel that calls it takes them: the K tail, interpreter upcast, leading-stride hints,
+    index runs and masks of M and N, the tile and GROUP_M."""
+    M, K = a.shape
+    N = b.shape[1]
+    return dict(
         EVEN_K=K % config.block_k == 0,
         UPCAST=interpret and a.dtype == torch.bfloat16,
-        INDEX_64=_needs_int64(a, b, c, zz),
         A_LEAD=lead_hint(a),
         B_LEAD=lead_hint(b),
         M_RUN=index_run(M, config.block_m),
@@ -276,7 +288,6 @@ def pointer_kernel_args(a, b, c, bias, activation: str, slope: float, config, in
         BLOCK_K=config.block_k,
         GROUP_M=config.group_m,
     )
-    return scalars, constexprs
 
 
 def plan_matmul(a, b, c, bias, activation: str, slope: float, config, interpret: bool, z=None) -> KernelLaunch:

@@ -22,8 +22,7 @@ import triton.language as tl
 
 from autokernel.kernels.epilogue import store_epilogue
 from autokernel.kernels.launch import KernelLaunch, dependent_launch, hash_callees_first
-from autokernel.kernels.matmul import (_INT32_MAX, _needs_int64, grouped_tile, index_run, lead_hint, mask_past,
-                                       tile_acc)
+from autokernel.kernels.matmul import _INT32_MAX, _needs_int64, grouped_tile, tile_acc, tile_constexprs
 
 _REDUCE_WARPS = 4
 
@@ -156,22 +155,7 @@ def plan_matmul_splitk(a, b, c, bias, activation: str, slope: float, config, int
         _splitk_partial_kernel,
         (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n), split_k),
         (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), M * N, iters_per_split),
-        dict(
-            EVEN_K=K % config.block_k == 0,
-            UPCAST=interpret and a.dtype == torch.bfloat16,
-            INDEX_64=index_64,
-            A_LEAD=lead_hint(a),
-            B_LEAD=lead_hint(b),
-            M_RUN=index_run(M, config.block_m),
-            N_RUN=index_run(N, config.block_n),
-            MASK_M=mask_past(M, config.block_m),
-            MASK_N=mask_past(N, config.block_n),
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k,
-            GROUP_M=config.group_m,
-            LAUNCH_NEXT=pdl,
-        ),
+        dict(INDEX_64=index_64, LAUNCH_NEXT=pdl, **tile_constexprs(a, b, config, interpret)),
         options, c.device, interpret,
     )
     # The reduction streams SPLIT_K fp32 blocks through registers: blocks smaller than the
