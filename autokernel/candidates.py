@@ -29,6 +29,8 @@ THIN_TMA: tuple[KernelConfig, ...] = (
     _c(64, 32, 128, 8, 4, 8, "tma"),
     _c(64, 128, 128, 8, 4, 4, "tma", stream_k=True),
     _c(64, 64, 128, 8, 4, 6, "tma", stream_k=True),
+    # after whole waves (``select.streamk_applies``): the 64-row tiles' last round cut along K
+    _c(64, 128, 128, 8, 4, 4, "tma", flatten=True, stream_k=True),
 )
 """Memory-bound tiles on the TMA kernel for thin problems (at most THIN_TMA_MAX_M rows): K
 steps of 128 and as many stages as shared memory holds, so that each SM keeps some 200 KB

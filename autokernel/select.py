@@ -108,9 +108,10 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         tiles = -(-m // bm) * -(-n // config.block_n)
         if kernel_kind(config, tma) == "tma":
             sk_progs = tail_cut(tiles, programs, -(-k // config.block_k))[0]
-            if not streamk_applies(m, tiles, programs, sk_progs, config.flatten):
+            if not streamk_applies(m, tiles, programs, sk_progs, config.flatten, thin_tma(config)):
                 return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut, and "
-                        f"M >= {STREAMK_MIN_M} after whole waves (a flattened config) or M >= {STREAMK_FEW_MIN_M} "
+                        f"M >= {STREAMK_MIN_M} after whole waves (a flattened config; {STREAMK_FEW_MIN_M} for a thin "
+                        f"TMA tile) or M >= {STREAMK_FEW_MIN_M} "
                         "with fewer tiles than SMs")
         elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
             return "stream-K needs at least one full wave and a partial one"
@@ -253,7 +254,8 @@ STREAMK_MIN_M = 257
 At M <= 256 (one or two rows of 128-row tiles, the skinny class) the problem is bound by
 reading B, and on the H100 the stream-K pick lost on every such problem measured (six, M
 of 103-258, 0.83-0.97x the pick without it), the tail's gain in waves being no gain in
-time there (docs/kernel-notes.md)."""
+time there (docs/kernel-notes.md). Not for the thin TMA tiles (64 rows, K steps of 128):
+their flattened twin runs its tail from STREAMK_FEW_MIN_M rows on (``streamk_applies``)."""
 
 
 STREAMK_FEW_MIN_M = 65
@@ -264,7 +266,8 @@ not (STREAMK_MIN_M). Measured on the H100 for 65 <= M <= 256 (docs/kernel-notes.
 decode class (M <= 64, the pointer kernels' thin tiles and split-K) was not."""
 
 
-def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool) -> bool:
+def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool,
+                    thin: bool = False) -> bool:
     """Whether the selector scores the TMA kernel's stream-K tail for these tiles: a partial
     wave whose tiles are cut in two chunks or more (``sk_progs``, from ``tail_cut``; one
     chunk: the plain kernel runs), after whole waves for M of STREAMK_MIN_M or more, or
@@ -275,11 +278,20 @@ def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: b
     H100 the unflattened twins won nothing there that a flattened one did not (best share
     0.93-0.97 against 0.95-0.97 over 45 problems) and lost 0.66x on one fresh problem to a
     misprediction of the 128x128 tile; with no whole wave, where each program runs one
-    tile, they ran at 0.99 of the best (docs/kernel-notes.md)."""
+    tile, they ran at 0.99 of the best (docs/kernel-notes.md).
+
+    ``thin``: a thin TMA tile (``candidates.thin_tma``), whose flattened twin takes a tail
+    after whole waves from STREAMK_FEW_MIN_M rows on. Its 64-row tiles leave a skinny
+    problem more rounds than the 128-row ones, the last often nearly empty; on the H200,
+    over 70 drawn problems of 65-256 rows with more of its tiles than SMs, the twin ran
+    1.07x its data-parallel tile (geomean; up to 1.46x with a long K, down to 0.90x with a
+    short one: the fix-up's cost, which the model counts) (docs/kernel-notes.md)."""
     tail = units % programs
     if tail == 0 or sk_progs < 2 * tail:
         return False
-    return m >= STREAMK_FEW_MIN_M if units < programs else m >= STREAMK_MIN_M and flatten
+    if units < programs:
+        return m >= STREAMK_FEW_MIN_M
+    return flatten and m >= (STREAMK_FEW_MIN_M if thin else STREAMK_MIN_M)
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:
@@ -883,7 +895,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
                 sk = cuts.get(key)
                 if sk is None:
                     sk = cuts[key] = tail_cut(tiles, programs, key[1])
-                if not streamk_applies(m, tiles, programs, sk[0], p.flatten):
+                if not streamk_applies(m, tiles, programs, sk[0], p.flatten, p.thin):
                     continue
             elif -(-k // p.bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue

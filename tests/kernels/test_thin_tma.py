@@ -79,3 +79,36 @@ def test_the_pick_takes_a_thin_tile_where_the_pointer_kernels_would_load_a_maske
     # past 128 rows the model scores them beside every other candidate
     scored = best.pick(231, 3840, 3712, torch.float16, "none", False, "nt", device=h100, rank=True)
     assert any(thin_tma(p.config) for us, p, _ in scored.choice.scores if us is not None)
+
+
+def test_the_flattened_thin_twin_cuts_a_skinny_tail_after_whole_waves():
+    """After whole waves a skinny problem (65-256 rows) may take a stream-K tail only on the
+    thin 64-row tile's flattened twin: 149x13824x18944 makes 324 such tiles, a tail of 60
+    (on the H200 its tail ran 1.13x the data-parallel tile there), while the 128-row twins and
+    the unflattened thin twin stay data-parallel there, and a decode problem takes none."""
+    flat = [c for c in THIN_TMA if c.stream_k and c.flatten]
+    assert len(flat) == 1 and flat[0].block_m == 64
+    twin = flat[0]
+    for m in (65, 149, 256):
+        assert select.why_not(twin, m, 13824, 18944, True, 132) is None, m
+    assert "stream-K" in select.why_not(twin, 60, 13824, 18944, True, 132)  # decode: not measured
+    others = [c for c in CANDIDATES if c.stream_k and c.variant == "tma" and c != twin]
+    for c in others:
+        if -(-149 // c.block_m) * -(-13824 // c.block_n) > 132:
+            assert "stream-K" in select.why_not(c, 149, 13824, 18944, True, 132), c.short()
+    assert select.streamk_applies(149, 324, 132, 240, True, thin=True)
+    assert not select.streamk_applies(149, 324, 132, 240, True)
+    assert not select.streamk_applies(149, 324, 132, 240, False, thin=True)
+
+
+def test_the_shipped_models_take_the_thin_tail_for_a_long_k_only():
+    """Scored with the flattened tile's constants and the tail's model (fix-up included), the
+    cut pays where K is long (measured on the H200: 1.13x at K = 18944) and not where it is
+    short (229x4608x2176: the twin ran 0.90x its tile)."""
+    from autokernel import best
+
+    for device in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        long_k = best.pick(149, 13824, 18944, torch.bfloat16, "none", False, "nt", device=device)
+        assert long_k.choice.config.stream_k and thin_tma(long_k.choice.config), device
+        short_k = best.pick(229, 4608, 2176, torch.bfloat16, "none", False, "nt", device=device)
+        assert not short_k.choice.config.stream_k, device
