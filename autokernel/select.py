@@ -13,6 +13,9 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     memory = sharpmax(bytes / (bandwidth * e_c),           the problem's own bytes
                       l2_bytes / (L2 bandwidth * g_c))     the operands as the tiles read them
     times exp(r_c) where B is row-major                    the layout (pointer kernels: 15 % less)
+    l2_bytes = A * (1 + q * (ceil(N / BN) - 1))            each operand's first read through L2,
+             + B * (1 + q * (ceil(M / BM) - 1))            its re-reads at the share q of one
+                                                           (``Model.l2_reread``, per GPU)
 
 A model carried to a GPU of faster DRAM (``carried``) gives a grid whose operand reads in flight
 fall short of the SMs only part of that gain (``Model.dram_gain``, ``REACH_BYTES``).
@@ -174,6 +177,9 @@ ceiling it was fitted with (``Model.from_json`` reads a file of another ceiling,
 12e12, by rescaling its g)."""
 LEGACY_L2_BANDWIDTH = 12.0e12
 """The L2 ceiling of selector files that do not store theirs (written before it changed)."""
+LEGACY_L2_REREAD = 1.0
+"""``Model.l2_reread`` of selector files that do not store one: every read of an operand
+through L2 at the same cost, as they were fitted."""
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
@@ -302,14 +308,14 @@ def kernel_kind(config: KernelConfig, tma: bool) -> str:
 
 
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
-             programs: int) -> tuple[float, float, float, float]:
+             programs: int, reread: float = LEGACY_L2_REREAD) -> tuple[float, float, float, float]:
     """(waves, K per program, bytes, L2 bytes): what the model's constants multiply. ``tma``: whether
-    the TMA kernel can take the operands."""
-    return _terms(config, kernel_kind(config, tma), m, n, k, dtype.itemsize, programs)
+    the TMA kernel can take the operands. ``reread``: the model's ``Model.l2_reread``."""
+    return _terms(config, kernel_kind(config, tma), m, n, k, dtype.itemsize, programs, reread)
 
 
 def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: int,
-           programs: int) -> tuple[float, float, float, float]:
+           programs: int, reread: float = LEGACY_L2_REREAD) -> tuple[float, float, float, float]:
     """``features`` with the kernel kind given (the selector keeps it per candidate: a new
     shape's pick then costs arithmetic only).
 
@@ -330,8 +336,10 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     if split > 1:
         nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
     # The operands as the tiles read them through L2: A once per column of tiles, B once
-    # per row of tiles (thin tiles re-read the other operand many times).
-    l2_bytes = (m * k * _cdiv(n, config.block_n) + k * n * _cdiv(m, config.block_m)) * itemsize
+    # per row of tiles (thin tiles re-read the other operand many times), each read after
+    # the first at ``reread`` of the first's cost (Model.l2_reread).
+    l2_bytes = (m * k * (1.0 + reread * (_cdiv(n, config.block_n) - 1))
+                + k * n * (1.0 + reread * (_cdiv(m, config.block_m) - 1))) * itemsize
     return waves, float(k_per), float(nbytes), float(l2_bytes)
 
 
@@ -409,7 +417,7 @@ def config_id(config: KernelConfig) -> str:
 
 
 def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
-        dram_scale: float = 1.0) -> dict[str, Constants]:
+        dram_scale: float = 1.0, l2_reread: float = LEGACY_L2_REREAD) -> dict[str, Constants]:
     """Constants per config from sweep rows (``benchmarks/select_sweep.py``: m, n, k, dtype,
     layout, config as a dict, gpu_ms), by least squares on log time with torch's Adam.
 
@@ -423,7 +431,10 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
     config's e is fitted below a ceiling of COPY_BANDWIDTH times it, and returned relative to
     COPY_BANDWIDTH as always (above 1 on a GPU of faster DRAM). With the H100's ceiling an
     H200's decode tiles, which copy at 3.4-4.1 TB/s there, sat at the bound and were
-    predicted slow (docs/selector.md)."""
+    predicted slow (docs/selector.md).
+
+    ``l2_reread``: the L2 term's cost of each re-read of an operand (``Model.l2_reread``); the
+    constants hold only under the same value."""
     data: list[tuple[int, tuple[float, float, float]]] = []
     index: dict[str, int] = {}
     kinds: list[str] = []
@@ -445,7 +456,7 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
             tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
             if _left_out(config, row, tma):
                 continue
-            f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs)
+            f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs, l2_reread)
             shared = float(sharing(config, row["m"], row["n"], dtype, tma, programs))
             data.append((index[key], (*f, float(b_row_major(row.get("layout", "nt"))), shared, row["gpu_ms"] * 1e3)))
     if not data:
@@ -532,7 +543,8 @@ def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
         found = model.constants_for(config, tma)
         if found is None or _left_out(config, row, tma):
             continue
-        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs),
+        us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs,
+                                           model.l2_reread),
                                  b_rows=b_row_major(row.get("layout", "nt")),
                                  shared=sharing(config, row["m"], row["n"], dtype, tma, model.programs))
         squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
@@ -586,10 +598,20 @@ class Model:
     """Where carried to a GPU of faster DRAM (``carried``): how many times the fitted GPU's
     bandwidth it has. A grid whose operand reads in flight fall short of REACH_BYTES per SM
     gets that gain in proportion (``choose``); 1.0 for a model fitted on its own GPU."""
+    l2_reread: float = LEGACY_L2_REREAD
+    """What each read of an operand tile after its first costs the L2 term, as a share of the
+    first (``features``): the tiles of a row or column that share an operand run side by side
+    in the grouped order, so its later reads hit lines the first brought into L2, and the
+    first, a miss, costs L2 its fill as well. Fitted per GPU by replay, stored in the file
+    (a file without it: LEGACY_L2_REREAD). On the H200, 0.5: each of its sweeps held out
+    of a fit on the others, pick / best 0.9868 (1.0) -> 0.9887 (0.7), 0.9895 (0.5), 0.9882
+    (0.3), skinny problems 0.975 -> 0.981, where thin tiles read B once per 64 rows and were
+    predicted slow; on the H100's held-out draws 0.5 read 0.9851 against 0.9866, and its
+    model keeps 1.0 (docs/selector.md)."""
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "device": self.device, "programs": self.programs, "l2_bandwidth": L2_BANDWIDTH,
-                "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
+                "l2_reread": self.l2_reread, "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
         if self.errors:
             data["errors"] = dict(sorted(self.errors.items()))
         return json.dumps(data, indent=1) + "\n"
@@ -608,7 +630,8 @@ class Model:
                 constants = {key: c if c.g is None else replace(c, g=c.g * scale) for key, c in constants.items()}
             errors = {KernelConfig.model_validate_json(key).to_json(): float(value)
                       for key, value in data.get("errors", {}).items()}
-            return cls(str(data["device"]), int(data["programs"]), constants, errors)
+            return cls(str(data["device"]), int(data["programs"]), constants, errors,
+                       l2_reread=float(data.get("l2_reread", LEGACY_L2_REREAD)))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
 
@@ -671,7 +694,8 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     gain = " (a grid whose reads in flight leave SMs idle: in proportion)" if memory_scale > 1 else ""
     how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth{gain} and "
            f"{compute_scale:.2f}x its throughput per SM")
-    return Model(device, programs, constants, dict(model.errors), based_on=how, dram_gain=max(memory_scale, 1.0))
+    return Model(device, programs, constants, dict(model.errors), based_on=how, dram_gain=max(memory_scale, 1.0),
+                 l2_reread=model.l2_reread)
 
 
 class _Prepared:
@@ -909,7 +933,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     dram_gain = model.dram_gain
     gain_over = dram_gain - 1.0
     nbytes0 = (m * k + k * n + m * n) * itemsize
-    a_reads, b_reads = m * k * itemsize, k * n * itemsize  # l2_bytes = a_reads * column tiles + b_reads * row tiles
+    a_reads, b_reads = m * k * itemsize, k * n * itemsize  # _terms's l2_bytes, per operand
+    reread = model.l2_reread
     partials = 2 * m * n * 4
     excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.excess_index
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
@@ -962,7 +987,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             if reach < 1.0:
                 memory *= dram_gain / (1.0 + gain_over * reach)
         if p.inv_l2_bandwidth is not None:
-            l2_us = (a_reads * cols + b_reads * rows) * p.inv_l2_bandwidth
+            l2_us = (a_reads * (1.0 + reread * (cols - 1)) + b_reads * (1.0 + reread * (rows - 1))) * p.inv_l2_bandwidth
             memory = (memory ** MEMORY_P + l2_us ** MEMORY_P) ** _INV_MEMORY_P  # _memory_max
         us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d  # _smooth_max
         if b_rows and p.row_factor is not None:

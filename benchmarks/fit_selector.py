@@ -107,9 +107,11 @@ def summarize(results: list[tuple | None], title: str) -> None:
 def fitted(device: str, rows: list[dict], args) -> select.Model:
     """The model fitted on ``rows``, with each config's error on them (unless --no-errors:
     then the pick keeps the default within --margin instead)."""
-    model = select.Model(device, args.programs, select.fit(rows, args.programs, dram_scale=dram_scale(device, args)))
+    reread = getattr(args, "l2_reread", select.LEGACY_L2_REREAD)
+    model = select.Model(device, args.programs, select.fit(rows, args.programs, dram_scale=dram_scale(device, args),
+                                                          l2_reread=reread), l2_reread=reread)
     if not args.no_errors:
-        model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows))
+        model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows), l2_reread=reread)
     fill = getattr(args, "fill_from", None)
     return filled(model, fill, rows) if fill else model
 
@@ -123,7 +125,8 @@ def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
     """``model``, fitted on ``rows``, with what they do not measure taken from the selector
     file ``path``, carried to ``model``'s GPU (``best.carry``): the configs it has no constants
     for (with their errors), and the layout factor r (B row-major against B transposed) of
-    each config timed on fewer than ROW_MAJOR_MIN problems with B row-major."""
+    each config timed on fewer than ROW_MAJOR_MIN problems with B row-major. The configs
+    taken whole keep the constants the file fitted under its own ``l2_reread``."""
     base = select.Model.from_json(read_text(path), path)
     base = best.carry(base, model.device) or base
     row_major = collections.Counter()
@@ -135,7 +138,7 @@ def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
                  for key, c in model.constants.items()}
     constants.update({key: c for key, c in base.constants.items() if key not in constants})
     errors = {**{key: e for key, e in base.errors.items() if key not in model.constants}, **model.errors}
-    return select.Model(model.device, model.programs, constants, errors)
+    return select.Model(model.device, model.programs, constants, errors, l2_reread=model.l2_reread)
 
 
 COPY_GPU = "NVIDIA H100 80GB HBM3"
@@ -172,6 +175,9 @@ def main(argv=None) -> int:
                          "the configs they lack, and the layout factor of configs timed on few nn/tn problems")
     ap.add_argument("--dram-scale", type=float, default=None,
                     help="the swept GPU's DRAM bandwidth over the H100's (default: the datasheets')")
+    ap.add_argument("--l2-reread", type=float, default=select.LEGACY_L2_REREAD, metavar="SHARE",
+                    help="what each read of an operand after its first costs the L2 term, as a share of the first "
+                         "(select.Model.l2_reread; stored in the file)")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
                     help="sweep files left out of the fit: picked for by the model fitted on the others")
     ap.add_argument("--add-to", metavar="MODEL",
@@ -211,9 +217,14 @@ def main(argv=None) -> int:
         if args.add_to:
             with open(args.add_to) as f:
                 base = select.Model.from_json(f.read(), args.add_to)
+            if base.l2_reread != model.l2_reread:
+                print(f"error: {args.add_to} was fitted with --l2-reread {base.l2_reread}; fit with the same",
+                      file=sys.stderr)
+                return 2
             added = {key: c for key, c in model.constants.items() if key not in base.constants}
             model = select.Model(base.device, base.programs, {**base.constants, **added},
-                                 {**base.errors, **{key: model.errors[key] for key in added if key in model.errors}})
+                                 {**base.errors, **{key: model.errors[key] for key in added if key in model.errors}},
+                                 l2_reread=base.l2_reread)
             print(f"added {len(added)} configs to {args.add_to}'s {len(base.constants)}")
         with open(args.out, "w") as f:
             f.write(model.to_json())

@@ -74,6 +74,16 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
     assert filled.constants[key0] == replace(model.constants[key0], r=0.25)
     assert filled.constants[lacking] == kept[key0] and filled.errors[lacking] == 0.3
     assert set(filled.constants) == set(model.constants) | {lacking}
+    # --l2-reread: stored in the file; --add-to a file fitted with another share is refused
+    discounted = tmp_path / "discounted.json"
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "0.5", "--out",
+                str(discounted))
+    assert proc.returncode == 0, proc.stderr
+    assert select.Model.from_json(discounted.read_text()).l2_reread == 0.5
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "0.5", "--add-to",
+                str(base), "--out", str(tmp_path / "mixed.json"))
+    assert proc.returncode == 2 and "fitted with --l2-reread 1.0" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
 
 
 def test_fuzz_runs_and_passes_on_the_interpreter():

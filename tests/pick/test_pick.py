@@ -54,7 +54,7 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     scores = []
     for c, s in pool:
         found = model.constants_for(c, tma)
-        f = select.features(c, m, n, k, dtype, tma, model.programs)
+        f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread)
         shared = select.sharing(c, m, n, dtype, tma, model.programs)
         us = found[0].predict_us(*f, b_rows=b_rows, shared=shared) if found else None
         units = -(-m // c.block_m) * -(-n // c.block_n)
@@ -125,6 +125,22 @@ def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
             assert (fast.config, fast.source) == (config, source), where
             # Every prediction, bit for bit, in the pool's order.
             assert [(p.config, s, us) for us, p, s in fast.scores] == scores, where
+
+
+def test_the_fast_choice_is_the_reference_choice_under_a_model_that_discounts_l2_rereads():
+    """The H200's model reads an operand's repeated tile reads at its fitted share
+    (``Model.l2_reread``): the fast path and the reference agree on it too."""
+    model = best.selector_model("NVIDIA H200")
+    assert model.l2_reread < 1.0
+    for m, n, k, dtype, act, bias, store_z, tma, layout in _problems(120, seed=12):
+        default = default_config(m, n, k, dtype, gpu=True)
+        fast = select.choose(model, m, n, k, dtype, tma=tma, default=default, aligned=select.rows_aligned(k, layout),
+                             b_rows=select.b_row_major(layout), activation=act)
+        config, source, scores = reference_choose(model, m, n, k, dtype, tma=tma, default=default, tuned=(),
+                                                  fits=lambda c: True, aligned=select.rows_aligned(k, layout),
+                                                  b_rows=select.b_row_major(layout), activation=act)
+        assert (fast.config, fast.source) == (config, source), (m, n, k)
+        assert [(p.config, s, us) for us, p, s in fast.scores] == scores, (m, n, k)
 
 
 def test_the_exact_gelu_steers_off_four_warp_tiles_that_hold_128_elements_a_thread(h100):

@@ -444,3 +444,31 @@ def test_a_selector_file_keeps_the_l2_ceiling_it_was_fitted_with():
     f = select.features(LARGE, 4096, 4096, 4096, torch.float16, True, 132)
     l2_us = f[3] / (select.LEGACY_L2_BANDWIDTH * 0.9) * 1e6  # the legacy file's L2 time, as it was fitted
     assert l2_us == pytest.approx(f[3] / (select.L2_BANDWIDTH * legacy.g) * 1e6)
+
+
+def test_a_selector_file_keeps_the_share_its_l2_rereads_were_fitted_with():
+    """``Model.l2_reread``: each read of an operand after its first, at that share of the
+    first. Stored in the file; a file without it reads every one at full cost, as it was
+    fitted. The H200's shipped model discounts them, the H100's does not, and a model
+    carried to another GPU keeps its file's share."""
+    c = select.Constants(a=1.0, b=0.01, e=0.9, d=2.0, g=0.9, r=0.0, s=0.5)
+    model = select.Model("GPU X", 132, {select.config_id(LARGE): c}, l2_reread=0.5)
+    data = json.loads(model.to_json())
+    assert data["l2_reread"] == 0.5 and select.Model.from_json(model.to_json()).l2_reread == 0.5
+    del data["l2_reread"]
+    assert select.Model.from_json(json.dumps(data)).l2_reread == select.LEGACY_L2_REREAD == 1.0
+    thin = KernelConfig(block_m=64, block_n=128, block_k=128, group_m=8, num_warps=4, num_stages=4, variant="tma")
+    m, n, k = 180, 8192, 4096  # 3 rows and 64 columns of tiles
+    full = select.features(thin, m, n, k, torch.float16, True, 132)[3]
+    half = select.features(thin, m, n, k, torch.float16, True, 132, 0.5)[3]
+    assert full == (m * k * 64 + k * n * 3) * 2
+    assert half == (m * k * (1 + 0.5 * 63) + k * n * (1 + 0.5 * 2)) * 2
+    assert select.features(thin, 64, 128, k, torch.float16, True, 132, 0.5)[3] == (64 * k + k * 128) * 2  # one tile
+    h200 = best.selector_model("NVIDIA H200")
+    assert h200.l2_reread == 0.5 and best.selector_model("NVIDIA H100 80GB HBM3").l2_reread == 1.0
+    nvl = best.selector_model("NVIDIA H200 NVL")
+    assert nvl.based_on and nvl.l2_reread == h200.l2_reread
+    # the choice scores with the model's share: the fast path's prediction is predict_us's
+    us = select.predict_us(h200, thin, m, n, k, torch.float16, tma=True, layout="nt")
+    found = h200.constants_for(thin, True)[0]
+    assert us == pytest.approx(found.predict_us(*select.features(thin, m, n, k, torch.float16, True, 132, 0.5)))
