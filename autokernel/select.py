@@ -630,8 +630,10 @@ class Model:
                 constants = {key: c if c.g is None else replace(c, g=c.g * scale) for key, c in constants.items()}
             errors = {KernelConfig.model_validate_json(key).to_json(): float(value)
                       for key, value in data.get("errors", {}).items()}
-            return cls(str(data["device"]), int(data["programs"]), constants, errors,
-                       l2_reread=float(data.get("l2_reread", LEGACY_L2_REREAD)))
+            reread = float(data.get("l2_reread", LEGACY_L2_REREAD))
+            if not 0.0 <= reread <= 1.0:
+                raise ValueError(f"l2_reread {reread} is not a share between 0 and 1")
+            return cls(str(data["device"]), int(data["programs"]), constants, errors, l2_reread=reread)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
 

@@ -184,6 +184,9 @@ def main(argv=None) -> int:
                     help="with --out: keep MODEL's constants and errors and add only the configs it lacks (new "
                          "candidates join a shipped model without moving the picks it makes elsewhere)")
     args = ap.parse_args(argv)
+    if not 0.0 <= args.l2_reread <= 1.0:
+        print(f"error: --l2-reread {args.l2_reread}: a share between 0 and 1", file=sys.stderr)
+        return 2
     rows = read_rows(args.sweeps)
     rule = dict(margin=args.margin, z=args.z)
     rule_name = f"margin {args.margin}" if args.no_errors else f"uncertainty z {args.z}"

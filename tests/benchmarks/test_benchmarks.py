@@ -84,6 +84,8 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
                 str(base), "--out", str(tmp_path / "mixed.json"))
     assert proc.returncode == 2 and "fitted with --l2-reread 1.0" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "-0.5")
+    assert proc.returncode == 2 and proc.stderr == "error: --l2-reread -0.5: a share between 0 and 1\n"
 
 
 def test_fuzz_runs_and_passes_on_the_interpreter():

@@ -455,6 +455,8 @@ def test_a_selector_file_keeps_the_share_its_l2_rereads_were_fitted_with():
     model = select.Model("GPU X", 132, {select.config_id(LARGE): c}, l2_reread=0.5)
     data = json.loads(model.to_json())
     assert data["l2_reread"] == 0.5 and select.Model.from_json(model.to_json()).l2_reread == 0.5
+    with pytest.raises(ValueError, match="is not a selector file: l2_reread 1.5 is not a share"):
+        select.Model.from_json(json.dumps({**data, "l2_reread": 1.5}))
     del data["l2_reread"]
     assert select.Model.from_json(json.dumps(data)).l2_reread == select.LEGACY_L2_REREAD == 1.0
     thin = KernelConfig(block_m=64, block_n=128, block_k=128, group_m=8, num_warps=4, num_stages=4, variant="tma")
