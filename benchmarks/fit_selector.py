@@ -17,7 +17,7 @@ import json
 import math
 import random
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from autokernel import best, gpus, select
 from autokernel.config import KernelConfig
@@ -102,6 +102,17 @@ def summarize(results: list[tuple | None], title: str) -> None:
     print("worst 10 (M N K dtype layout: pick/best, pick/default, cuBLAS/pick, pick):")
     for key, r_best, r_def, r_cub, _, _, label in sorted(results, key=lambda r: r[1])[:10]:
         print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]}: {r_best:.3f} {r_def:.3f} {r_cub:.3f} {label}")
+
+
+@dataclass
+class FitOptions:
+    """``fitted``'s options as the command line gives them, for scripts that fit without it."""
+
+    programs: int = 132
+    no_errors: bool = False
+    fill_from: str | None = None
+    dram_scale: float | None = None
+    l2_reread: float = select.LEGACY_L2_REREAD
 
 
 def fitted(device: str, rows: list[dict], args) -> select.Model:

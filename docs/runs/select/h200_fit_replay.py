@@ -17,10 +17,7 @@ DEVICE = "NVIDIA H200"
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
-class Args:
-    programs = 132
-    no_errors = False
-    dram_scale = 1.0  # as this replay ran: the H100's DRAM ceiling (fit_selector now scales it by the datasheets)
+ARGS = fs.FitOptions(dram_scale=1.0)  # as this replay ran: the H100's DRAM ceiling (fit_selector now scales it)
 
 
 def geomean(values):
@@ -45,7 +42,7 @@ print("carried:", carried.based_on)
 rows = fs.read_rows(list(FILES.values()))
 for name, path in FILES.items():
     held = by_shape(fs.read_rows([path]))
-    fitted = fs.fitted(DEVICE, fs.read_rows([p for n, p in FILES.items() if n != name]), Args)
+    fitted = fs.fitted(DEVICE, fs.read_rows([p for n, p in FILES.items() if n != name]), ARGS)
     print(f"{name} held out ({len(held)}): carried: {summary([fs.judge(carried, k, rs, RULE) for k, rs in held.items()])}")
     print(f"    fitted on the other three: {summary([fs.judge(fitted, k, rs, RULE) for k, rs in held.items()])}")
 shapes = by_shape(rows)
@@ -54,7 +51,7 @@ random.Random(0).shuffle(keys)
 carried_results, fitted_results = [], []
 for fold in range(10):
     held = set(keys[fold::10])
-    model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in held], Args)
+    model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in held], ARGS)
     fitted_results += [fs.judge(model, k, shapes[k], RULE) for k in keys[fold::10]]
     carried_results += [fs.judge(carried, k, shapes[k], RULE) for k in keys[fold::10]]
 print(f"10-fold CV over {len(keys)} shapes: carried: {summary(carried_results)}")

@@ -22,11 +22,7 @@ DEVICE = "NVIDIA H200"
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
-class Args:
-    programs = 132
-    no_errors = False
-    fill_from = H100_FILE
-    dram_scale = None
+ARGS = fs.FitOptions(fill_from=H100_FILE)
 
 
 def geomean(values):
@@ -58,7 +54,7 @@ carried_results, fitted_results = [], []
 for path in files:
     held = sorted({fs.shape_key(r) for r in fs.read_rows([path])})
     left_out = set(held)
-    model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in left_out], Args)
+    model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in left_out], ARGS)
     c = [fs.judge(carried, key, shapes[key], RULE) for key in held]
     f = [fs.judge(model, key, shapes[key], RULE) for key in held]
     carried_results += c

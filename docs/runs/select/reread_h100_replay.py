@@ -22,14 +22,6 @@ SETS = [("held-out draws", [R + f"check_random_h100_{i}.jsonl" for i in range(22
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
-class Args:
-    programs = 132
-    no_errors = False
-    fill_from = None
-    dram_scale = None
-    l2_reread = 1.0
-
-
 def g(values):
     values = list(values)
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
@@ -41,8 +33,7 @@ def cls(m, n, k):
 
 rows = fs.read_rows([R + f for f in FIT])
 for share in map(float, sys.argv[1:]):
-    Args.l2_reread = share
-    model = fs.fitted("NVIDIA H100 80GB HBM3", rows, Args)
+    model = fs.fitted("NVIDIA H100 80GB HBM3", rows, fs.FitOptions(l2_reread=share))
     for name, files in SETS:
         shapes = collections.defaultdict(list)
         for r in fs.read_rows(files):

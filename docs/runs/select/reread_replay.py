@@ -24,12 +24,7 @@ FILES = sorted(f for f in glob.glob("benchmarks/results/*_h200*.jsonl*")
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
-class Args:
-    programs = 132
-    no_errors = False
-    fill_from = "autokernel/configs/selector/nvidia-h100-80gb-hbm3.json"
-    dram_scale = None
-    l2_reread = 1.0
+H100_FILE = "autokernel/configs/selector/nvidia-h100-80gb-hbm3.json"
 
 
 def geomean(values):
@@ -60,13 +55,13 @@ shapes = by_shape(rows)
 held = by_shape(fs.read_rows([HELD]))
 print(f"{len(FILES)} sweeps, {len(shapes)} problems; held out: {HELD} ({len(held)})")
 for share in map(float, sys.argv[1:]):
-    Args.l2_reread = share
+    options = fs.FitOptions(fill_from=H100_FILE, l2_reread=share)
     lofo = []
     for path in FILES:
         out = {fs.shape_key(r) for r in fs.read_rows([path])}
-        model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in out], Args)
+        model = fs.fitted(DEVICE, [r for r in rows if fs.shape_key(r) not in out], options)
         lofo += [fs.judge(model, key, shapes[key], RULE) for key in sorted(out)]
-    model = fs.fitted(DEVICE, rows, Args)
+    model = fs.fitted(DEVICE, rows, options)
     fresh = [fs.judge(model, key, held[key], RULE) for key in sorted(held)]
     print(f"l2_reread {share}\n  each sweep held out: {summary(lofo)}\n  fresh draw:          {summary(fresh)}",
           flush=True)
