@@ -117,14 +117,14 @@ class FitOptions:
 
 def fitted(device: str, rows: list[dict], args) -> select.Model:
     """The model fitted on ``rows``, with each config's error on them (unless --no-errors:
-    then the pick keeps the default within --margin instead)."""
-    reread = getattr(args, "l2_reread", select.LEGACY_L2_REREAD)
+    then the pick keeps the default within --margin instead). ``args``: the command line's,
+    or a FitOptions."""
+    reread = args.l2_reread
     model = select.Model(device, args.programs, select.fit(rows, args.programs, dram_scale=dram_scale(device, args),
                                                           l2_reread=reread), l2_reread=reread)
     if not args.no_errors:
         model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows), l2_reread=reread)
-    fill = getattr(args, "fill_from", None)
-    return filled(model, fill, rows) if fill else model
+    return filled(model, args.fill_from, rows) if args.fill_from else model
 
 
 ROW_MAJOR_MIN = 20
@@ -140,16 +140,19 @@ def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
     taken whole keep the constants the file fitted under its own ``l2_reread``."""
     base = select.Model.from_json(read_text(path), path)
     base = best.carry(base, model.device) or base
-    row_major = collections.Counter()
-    for row in rows:
-        if row.get("config") is not None and select.b_row_major(row.get("layout", "nt")):
-            row_major[select.config_id(KernelConfig.from_dict(row["config"]))] += 1
+    row_major = row_major_counts(rows)
     constants = {key: replace(c, r=base.constants[key].r)
                  if key in base.constants and row_major[key] < ROW_MAJOR_MIN else c
                  for key, c in model.constants.items()}
     constants.update({key: c for key, c in base.constants.items() if key not in constants})
     errors = {**{key: e for key, e in base.errors.items() if key not in model.constants}, **model.errors}
     return select.Model(model.device, model.programs, constants, errors, l2_reread=model.l2_reread)
+
+
+def row_major_counts(rows: list[dict]) -> collections.Counter:
+    """Per config (``select.config_id``), how many of ``rows`` timed it with B row-major."""
+    return collections.Counter(select.config_id(KernelConfig.from_dict(row["config"])) for row in rows
+                               if row.get("config") is not None and select.b_row_major(row.get("layout", "nt")))
 
 
 COPY_GPU = "NVIDIA H100 80GB HBM3"
@@ -159,7 +162,7 @@ COPY_GPU = "NVIDIA H100 80GB HBM3"
 def dram_scale(device: str, args) -> float:
     """``select.fit``'s ``dram_scale`` for sweeps of ``device``: --dram-scale, else the
     datasheets' DRAM bandwidth of ``device`` over COPY_GPU's (1 where the table does not know it)."""
-    if getattr(args, "dram_scale", None):
+    if args.dram_scale:
         return args.dram_scale
     spec, ref = gpus.detect_gpu(device), gpus.detect_gpu(COPY_GPU)
     return spec.bandwidth_gbs / ref.bandwidth_gbs if spec is not None else 1.0
@@ -198,6 +201,13 @@ def main(argv=None) -> int:
     if not 0.0 <= args.l2_reread <= 1.0:
         print(f"error: --l2-reread {args.l2_reread}: a share between 0 and 1", file=sys.stderr)
         return 2
+    base = None
+    if args.out and args.add_to:
+        base = select.Model.from_json(read_text(args.add_to), args.add_to)
+        if base.l2_reread != args.l2_reread:
+            print(f"error: {args.add_to} was fitted with --l2-reread {base.l2_reread}; fit with the same",
+                  file=sys.stderr)
+            return 2
     rows = read_rows(args.sweeps)
     rule = dict(margin=args.margin, z=args.z)
     rule_name = f"margin {args.margin}" if args.no_errors else f"uncertainty z {args.z}"
@@ -228,13 +238,7 @@ def main(argv=None) -> int:
         summarize(results, f"{len(results)} held-out shapes ({', '.join(args.holdout)}), {rule_name}")
     if args.out:
         model = fitted(devices[0], rows, args)
-        if args.add_to:
-            with open(args.add_to) as f:
-                base = select.Model.from_json(f.read(), args.add_to)
-            if base.l2_reread != model.l2_reread:
-                print(f"error: {args.add_to} was fitted with --l2-reread {base.l2_reread}; fit with the same",
-                      file=sys.stderr)
-                return 2
+        if base is not None:
             added = {key: c for key, c in model.constants.items() if key not in base.constants}
             model = select.Model(base.device, base.programs, {**base.constants, **added},
                                  {**base.errors, **{key: model.errors[key] for key in added if key in model.errors}},

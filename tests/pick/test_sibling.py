@@ -3,7 +3,6 @@ carried over by the datasheets' ratios (SM count, DRAM bandwidth, throughput per
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 import sys
@@ -15,7 +14,6 @@ from typer.testing import CliRunner
 
 from autokernel import best, gpus, runtime, select
 from autokernel.cli import app
-from autokernel.config import KernelConfig
 
 H100 = "NVIDIA H100 80GB HBM3"
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,10 +66,8 @@ def test_the_h200_has_a_model_of_its_own():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import fit_selector
 
-    row_major = collections.Counter(
-        select.config_id(KernelConfig.from_dict(r["config"]))
-        for r in fit_selector.read_rows(sorted(str(p) for p in (ROOT / "benchmarks" / "results").glob("*_h200*.jsonl*")))
-        if r.get("config") is not None and select.b_row_major(r.get("layout", "nt")))
+    row_major = fit_selector.row_major_counts(
+        fit_selector.read_rows(sorted(str(p) for p in (ROOT / "benchmarks" / "results").glob("*_h200*.jsonl*"))))
     own = {key for key, c in h100.constants.items() if h200.constants[key].r != c.r}
     assert own and all(row_major[key] >= fit_selector.ROW_MAJOR_MIN for key in own)
     assert all(h200.constants[key].r == c.r for key, c in h100.constants.items()

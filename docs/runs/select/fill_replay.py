@@ -16,7 +16,7 @@ HELD = [R + f"check_random_h100_{i}.jsonl" for i in range(22, 27)]
 rows = fs.read_rows(FIT)
 held = collections.defaultdict(list)
 for r in fs.read_rows(HELD): held[fs.shape_key(r)].append(r)
-class A: programs = 132; no_errors = False
+A = fs.FitOptions()
 rule = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 def cls(m): return "dec" if m <= 64 else "skn" if m <= 256 else "big"
 g = lambda v: math.exp(sum(map(math.log, v)) / len(v))

@@ -11,7 +11,7 @@ R = "benchmarks/results/"
 FIT = [R + f for f in ["select_refit_sweep_h100.jsonl.gz", "select_splitk_resweep_h100.jsonl.gz", "select_thin_tma_h100.jsonl.gz",
        "check_broad_h100_3.jsonl.gz", "check_broad_h100_9.jsonl", "select_w4s5_fit_h100.jsonl"]] + \
       [R + f"check_random_h100_{i}.jsonl" for i in range(17, 22)] + [R + "select_train_fit_h100.jsonl"]
-class A: programs = 132; no_errors = False
+A = fs.FitOptions()
 rule = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 g = lambda v: math.exp(sum(map(math.log, v)) / len(v))
 def run(fit, held_files, name):
