@@ -16,6 +16,8 @@ The model, per candidate config c (a tile of BM x BN, K step, kernel) on a probl
     l2_bytes = A * (1 + q * (ceil(N / BN) - 1))            each operand's first read through L2,
              + B * (1 + q * (ceil(M / BM) - 1))            its re-reads at the share q of one
                                                            (``Model.l2_reread``, per GPU)
+    bytes, on the persistent TMA kernel past one round:    a last round that leaves SMs idle
+      * (1 + t * (ceil(W) - W) / ceil(W)), W = tiles / SMs (``Model.dram_tail``, per GPU)
 
 A model carried to a GPU of faster DRAM (``carried``) gives a grid whose operand reads in flight
 fall short of the SMs only part of that gain (``Model.dram_gain``, ``REACH_BYTES``).
@@ -180,6 +182,12 @@ LEGACY_L2_BANDWIDTH = 12.0e12
 LEGACY_L2_REREAD = 1.0
 """``Model.l2_reread`` of selector files that do not store one: every read of an operand
 through L2 at the same cost, as they were fitted."""
+LEGACY_DRAM_TAIL = 0.0
+"""``Model.dram_tail`` of selector files that do not store one: a grid's bytes at its fitted
+bandwidth whatever its last round holds, as they were fitted."""
+MAX_DRAM_TAIL = 2.0
+"""The largest ``Model.dram_tail`` a selector file may hold: at 2 a last round of one tile
+would count a grid's bytes up to twice, beyond anything measured."""
 COPY_BANDWIDTH = 3.0e12
 """Bytes per second of a device-to-device copy (read + write) on the H100; the memory
 term's efficiency constant e_c is relative to it."""
@@ -308,14 +316,27 @@ def kernel_kind(config: KernelConfig, tma: bool) -> str:
 
 
 def features(config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, tma: bool,
-             programs: int, reread: float = LEGACY_L2_REREAD) -> tuple[float, float, float, float]:
+             programs: int, reread: float = LEGACY_L2_REREAD,
+             tail: float = LEGACY_DRAM_TAIL) -> tuple[float, float, float, float]:
     """(waves, K per program, bytes, L2 bytes): what the model's constants multiply. ``tma``: whether
-    the TMA kernel can take the operands. ``reread``: the model's ``Model.l2_reread``."""
-    return _terms(config, kernel_kind(config, tma), m, n, k, dtype.itemsize, programs, reread)
+    the TMA kernel can take the operands. ``reread``: the model's ``Model.l2_reread``; ``tail``:
+    its ``Model.dram_tail``."""
+    return _terms(config, kernel_kind(config, tma), m, n, k, dtype.itemsize, programs, reread, tail)
+
+
+def round_idle(units: int, programs: int) -> float:
+    """The share of the SMs' rounds a persistent grid leaves idle in its last round, past one
+    round: (ceil(W) - W) / ceil(W), W = units / programs; 0 within one round (a grid short of
+    the SMs is a bandwidth matter, ``e`` per config) and for whole rounds."""
+    if units <= programs:
+        return 0.0
+    rounds = -(-units // programs)
+    return (rounds - units / programs) / rounds
 
 
 def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: int,
-           programs: int, reread: float = LEGACY_L2_REREAD) -> tuple[float, float, float, float]:
+           programs: int, reread: float = LEGACY_L2_REREAD,
+           tail: float = LEGACY_DRAM_TAIL) -> tuple[float, float, float, float]:
     """``features`` with the kernel kind given (the selector keeps it per candidate: a new
     shape's pick then costs arithmetic only).
 
@@ -333,6 +354,8 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k
     waves = units / programs if kind == "streamk" else float(_cdiv(units, programs))
     nbytes = (m * k + k * n + m * n) * itemsize
+    if tail and kind == "tma":  # Model.dram_tail: the persistent grid's last round
+        nbytes *= 1.0 + tail * round_idle(units, programs)
     if split > 1:
         nbytes += 2 * m * n * 4 * split  # the fp32 partial tiles, written then summed
     # The operands as the tiles read them through L2: A once per column of tiles, B once
@@ -417,7 +440,8 @@ def config_id(config: KernelConfig) -> str:
 
 
 def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
-        dram_scale: float = 1.0, l2_reread: float = LEGACY_L2_REREAD) -> dict[str, Constants]:
+        dram_scale: float = 1.0, l2_reread: float = LEGACY_L2_REREAD,
+        dram_tail: float = LEGACY_DRAM_TAIL) -> dict[str, Constants]:
     """Constants per config from sweep rows (``benchmarks/select_sweep.py``: m, n, k, dtype,
     layout, config as a dict, gpu_ms), by least squares on log time with torch's Adam.
 
@@ -433,8 +457,9 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
     H200's decode tiles, which copy at 3.4-4.1 TB/s there, sat at the bound and were
     predicted slow (docs/selector.md).
 
-    ``l2_reread``: the L2 term's cost of each re-read of an operand (``Model.l2_reread``); the
-    constants hold only under the same value."""
+    ``l2_reread``: the L2 term's cost of each re-read of an operand (``Model.l2_reread``), and
+    ``dram_tail`` the DRAM term's for a persistent grid's last round (``Model.dram_tail``); the
+    constants hold only under the same values."""
     data: list[tuple[int, tuple[float, float, float]]] = []
     index: dict[str, int] = {}
     kinds: list[str] = []
@@ -456,7 +481,7 @@ def fit(rows: list[dict], programs: int = 132, steps: int = 800, seed: int = 0,
             tma = tma_aligned(row["m"], row["n"], row["k"], dtype, row.get("layout", "nt"))
             if _left_out(config, row, tma):
                 continue
-            f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs, l2_reread)
+            f = features(config, row["m"], row["n"], row["k"], dtype, tma, programs, l2_reread, dram_tail)
             shared = float(sharing(config, row["m"], row["n"], dtype, tma, programs))
             data.append((index[key], (*f, float(b_row_major(row.get("layout", "nt"))), shared, row["gpu_ms"] * 1e3)))
     if not data:
@@ -544,7 +569,7 @@ def fit_errors(model: "Model", rows: list[dict]) -> dict[str, float]:
         if found is None or _left_out(config, row, tma):
             continue
         us = found[0].predict_us(*features(config, row["m"], row["n"], row["k"], dtype, tma, model.programs,
-                                           model.l2_reread),
+                                           model.l2_reread, model.dram_tail),
                                  b_rows=b_row_major(row.get("layout", "nt")),
                                  shared=sharing(config, row["m"], row["n"], dtype, tma, model.programs))
         squares.setdefault(config_id(found[1]), []).append(math.log(us / (row["gpu_ms"] * 1e3)) ** 2)
@@ -608,10 +633,22 @@ class Model:
     (0.3), skinny problems 0.975 -> 0.981, where thin tiles read B once per 64 rows and were
     predicted slow; on the H100's held-out draws 0.5 read 0.9851 against 0.9866, and its
     model keeps 1.0 (docs/selector.md)."""
+    dram_tail: float = LEGACY_DRAM_TAIL
+    """How much a persistent TMA grid's last round slows its DRAM term: its bytes count
+    ``1 + dram_tail * round_idle`` times (``features``), the idle share of the SMs' rounds.
+    A memory-bound grid whose last round holds few tiles streams that round through those
+    SMs alone, each of which reaches only so much (on the H200 a 64x128 thin tile's last
+    round of 39 tiles drew some 2 TB/s where a grid of 86 64x256 tiles drew 4). The pointer
+    kernels' grids, whose programs share SMs, are left as they are. Fitted per GPU by replay,
+    stored in the file (a file without it: LEGACY_DRAM_TAIL, no such term). On the H200, 0.5:
+    its sweeps each held out of a fit on the others, pick / best 0.9893 -> 0.9906 (0.3:
+    0.9904, 0.7: 0.9907, 1.0: 0.9905), decode 0.9873 -> 0.9903; the H100's held-out draws
+    read 0.9866 -> 0.9860 with it, and its model keeps 0 (docs/selector.md)."""
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "device": self.device, "programs": self.programs, "l2_bandwidth": L2_BANDWIDTH,
-                "l2_reread": self.l2_reread, "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
+                "l2_reread": self.l2_reread, "dram_tail": self.dram_tail,
+                "constants": {key: c.values() for key, c in sorted(self.constants.items())}}
         if self.errors:
             data["errors"] = dict(sorted(self.errors.items()))
         return json.dumps(data, indent=1) + "\n"
@@ -633,7 +670,11 @@ class Model:
             reread = float(data.get("l2_reread", LEGACY_L2_REREAD))
             if not 0.0 <= reread <= 1.0:
                 raise ValueError(f"l2_reread {reread} is not a share between 0 and 1")
-            return cls(str(data["device"]), int(data["programs"]), constants, errors, l2_reread=reread)
+            tail = float(data.get("dram_tail", LEGACY_DRAM_TAIL))
+            if not 0.0 <= tail <= MAX_DRAM_TAIL:
+                raise ValueError(f"dram_tail {tail} is not between 0 and {MAX_DRAM_TAIL:g}")
+            return cls(str(data["device"]), int(data["programs"]), constants, errors, l2_reread=reread,
+                       dram_tail=tail)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{where} is not a selector file: {str(exc).splitlines()[0]}") from None
 
@@ -697,7 +738,7 @@ def carried(model: Model, device: str, programs: int, memory_scale: float, compu
     how = (f"fitted on {model.device}, carried to {programs} SMs, {memory_scale:.2f}x its DRAM bandwidth{gain} and "
            f"{compute_scale:.2f}x its throughput per SM")
     return Model(device, programs, constants, dict(model.errors), based_on=how, dram_gain=max(memory_scale, 1.0),
-                 l2_reread=model.l2_reread)
+                 l2_reread=model.l2_reread, dram_tail=model.dram_tail)
 
 
 class _Prepared:
@@ -937,6 +978,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     nbytes0 = (m * k + k * n + m * n) * itemsize
     a_reads, b_reads = m * k * itemsize, k * n * itemsize  # _terms's l2_bytes, per operand
     reread = model.l2_reread
+    dram_tail = model.dram_tail
     partials = 2 * m * n * 4
     excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.excess_index
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
@@ -983,7 +1025,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
                 waves -= p.unshared * co_resident(units, programs, per_sm)
         compute = waves * tile_us
         # (an int times a float converts the int first: float(x) * y)
-        memory = (nbytes0 + partials * split if split > 1 else nbytes0) * p.inv_bandwidth
+        if dram_tail and p.kind == "tma" and not cut and units > programs:  # Model.dram_tail
+            memory = nbytes0 * (1.0 + dram_tail * round_idle(units, programs)) * p.inv_bandwidth
+        else:
+            memory = (nbytes0 + partials * split if split > 1 else nbytes0) * p.inv_bandwidth
         if gain_over and not cut:  # Model.dram_gain: a grid whose reads in flight fall short
             reach = units * p.stage_elems * itemsize / (programs * REACH_BYTES)
             if reach < 1.0:

@@ -113,17 +113,18 @@ class FitOptions:
     fill_from: str | None = None
     dram_scale: float | None = None
     l2_reread: float = select.LEGACY_L2_REREAD
+    dram_tail: float = select.LEGACY_DRAM_TAIL
 
 
 def fitted(device: str, rows: list[dict], args) -> select.Model:
     """The model fitted on ``rows``, with each config's error on them (unless --no-errors:
     then the pick keeps the default within --margin instead). ``args``: the command line's,
     or a FitOptions."""
-    reread = args.l2_reread
+    shares = dict(l2_reread=args.l2_reread, dram_tail=args.dram_tail)
     model = select.Model(device, args.programs, select.fit(rows, args.programs, dram_scale=dram_scale(device, args),
-                                                          l2_reread=reread), l2_reread=reread)
+                                                          **shares), **shares)
     if not args.no_errors:
-        model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows), l2_reread=reread)
+        model = select.Model(device, args.programs, model.constants, select.fit_errors(model, rows), **shares)
     return filled(model, args.fill_from, rows) if args.fill_from else model
 
 
@@ -137,7 +138,7 @@ def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
     file ``path``, carried to ``model``'s GPU (``best.carry``): the configs it has no constants
     for (with their errors), and the layout factor r (B row-major against B transposed) of
     each config timed on fewer than ROW_MAJOR_MIN problems with B row-major. The configs
-    taken whole keep the constants the file fitted under its own ``l2_reread``."""
+    taken whole keep the constants the file fitted under its own ``l2_reread`` and ``dram_tail``."""
     base = select.Model.from_json(read_text(path), path)
     base = best.carry(base, model.device) or base
     row_major = row_major_counts(rows)
@@ -146,7 +147,8 @@ def filled(model: select.Model, path: str, rows: list[dict]) -> select.Model:
                  for key, c in model.constants.items()}
     constants.update({key: c for key, c in base.constants.items() if key not in constants})
     errors = {**{key: e for key, e in base.errors.items() if key not in model.constants}, **model.errors}
-    return select.Model(model.device, model.programs, constants, errors, l2_reread=model.l2_reread)
+    return select.Model(model.device, model.programs, constants, errors, l2_reread=model.l2_reread,
+                        dram_tail=model.dram_tail)
 
 
 def row_major_counts(rows: list[dict]) -> collections.Counter:
@@ -192,6 +194,9 @@ def main(argv=None) -> int:
     ap.add_argument("--l2-reread", type=float, default=select.LEGACY_L2_REREAD, metavar="SHARE",
                     help="what each read of an operand after its first costs the L2 term, as a share of the first "
                          "(select.Model.l2_reread; stored in the file)")
+    ap.add_argument("--dram-tail", type=float, default=select.LEGACY_DRAM_TAIL, metavar="SHARE",
+                    help="how much a persistent TMA grid's last round slows its DRAM term, times the round's idle "
+                         "share (select.Model.dram_tail; stored in the file)")
     ap.add_argument("--holdout", nargs="+", default=[], metavar="SWEEP",
                     help="sweep files left out of the fit: picked for by the model fitted on the others")
     ap.add_argument("--add-to", metavar="MODEL",
@@ -201,13 +206,17 @@ def main(argv=None) -> int:
     if not 0.0 <= args.l2_reread <= 1.0:
         print(f"error: --l2-reread {args.l2_reread}: a share between 0 and 1", file=sys.stderr)
         return 2
+    if not 0.0 <= args.dram_tail <= select.MAX_DRAM_TAIL:
+        print(f"error: --dram-tail {args.dram_tail}: between 0 and {select.MAX_DRAM_TAIL:g}", file=sys.stderr)
+        return 2
     base = None
     if args.out and args.add_to:
         base = select.Model.from_json(read_text(args.add_to), args.add_to)
-        if base.l2_reread != args.l2_reread:
-            print(f"error: {args.add_to} was fitted with --l2-reread {base.l2_reread}; fit with the same",
-                  file=sys.stderr)
-            return 2
+        for flag, theirs, ours in (("--l2-reread", base.l2_reread, args.l2_reread),
+                                   ("--dram-tail", base.dram_tail, args.dram_tail)):
+            if theirs != ours:
+                print(f"error: {args.add_to} was fitted with {flag} {theirs}; fit with the same", file=sys.stderr)
+                return 2
     rows = read_rows(args.sweeps)
     rule = dict(margin=args.margin, z=args.z)
     rule_name = f"margin {args.margin}" if args.no_errors else f"uncertainty z {args.z}"
@@ -242,7 +251,7 @@ def main(argv=None) -> int:
             added = {key: c for key, c in model.constants.items() if key not in base.constants}
             model = select.Model(base.device, base.programs, {**base.constants, **added},
                                  {**base.errors, **{key: model.errors[key] for key in added if key in model.errors}},
-                                 l2_reread=base.l2_reread)
+                                 l2_reread=base.l2_reread, dram_tail=base.dram_tail)
             print(f"added {len(added)} configs to {args.add_to}'s {len(base.constants)}")
         with open(args.out, "w") as f:
             f.write(model.to_json())

@@ -86,6 +86,18 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
     proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "-0.5")
     assert proc.returncode == 2 and proc.stderr == "error: --l2-reread -0.5: a share between 0 and 1\n"
+    # --dram-tail likewise
+    tailed = tmp_path / "tailed.json"
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "0.5", "--out",
+                str(tailed))
+    assert proc.returncode == 0, proc.stderr
+    assert select.Model.from_json(tailed.read_text()).dram_tail == 0.5
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "0.5", "--add-to",
+                str(base), "--out", str(tmp_path / "mixed.json"))
+    assert proc.returncode == 2 and "fitted with --dram-tail 0.0" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
+    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "3")
+    assert proc.returncode == 2 and proc.stderr == "error: --dram-tail 3.0: between 0 and 2\n"
 
 
 def test_fuzz_runs_and_passes_on_the_interpreter():

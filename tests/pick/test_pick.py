@@ -54,7 +54,7 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     scores = []
     for c, s in pool:
         found = model.constants_for(c, tma)
-        f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread)
+        f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread, model.dram_tail)
         shared = select.sharing(c, m, n, dtype, tma, model.programs)
         us = found[0].predict_us(*f, b_rows=b_rows, shared=shared) if found else None
         units = -(-m // c.block_m) * -(-n // c.block_n)
@@ -64,6 +64,8 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
             # no tail to cut: the plain kernel runs, in whole waves
             us = found[0].predict_us(float(-(-units // model.programs)), *f[1:], b_rows=b_rows)
         elif us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
+            # cut over every SM: no idle last round for Model.dram_tail to count
+            f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread)
             waves = select.streamk_waves(units, model.programs, sk, found[0].a, found[0].b * f[1], c.block_m,
                                          c.block_n, max(k, 1), dtype.itemsize, head / k_steps)
             us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(sk, c.block_m, c.block_n)
@@ -129,9 +131,10 @@ def test_the_fast_choice_is_the_reference_choice_over_random_problems(h100):
 
 def test_the_fast_choice_is_the_reference_choice_under_a_model_that_discounts_l2_rereads():
     """The H200's model reads an operand's repeated tile reads at its fitted share
-    (``Model.l2_reread``): the fast path and the reference agree on it too."""
+    (``Model.l2_reread``) and counts a persistent grid's idle last round (``Model.dram_tail``):
+    the fast path and the reference agree on both too."""
     model = best.selector_model("NVIDIA H200")
-    assert model.l2_reread < 1.0
+    assert model.l2_reread < 1.0 and model.dram_tail > 0.0
     for m, n, k, dtype, act, bias, store_z, tma, layout in _problems(120, seed=12):
         default = default_config(m, n, k, dtype, gpu=True)
         fast = select.choose(model, m, n, k, dtype, tma=tma, default=default, aligned=select.rows_aligned(k, layout),

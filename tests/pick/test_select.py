@@ -473,4 +473,40 @@ def test_a_selector_file_keeps_the_share_its_l2_rereads_were_fitted_with():
     # the choice scores with the model's share: the fast path's prediction is predict_us's
     us = select.predict_us(h200, thin, m, n, k, torch.float16, tma=True, layout="nt")
     found = h200.constants_for(thin, True)[0]
-    assert us == pytest.approx(found.predict_us(*select.features(thin, m, n, k, torch.float16, True, 132, 0.5)))
+    assert us == pytest.approx(found.predict_us(*select.features(thin, m, n, k, torch.float16, True, 132, 0.5,
+                                                                 h200.dram_tail)))
+
+
+def test_a_persistent_grid_whose_last_round_leaves_sms_idle_counts_its_bytes_longer():
+    """``Model.dram_tail``: on the TMA kernel, past one round, the DRAM term's bytes grow by
+    the share times the idle part of the SMs' rounds; within one round, on whole rounds and on
+    the pointer kernels (programs side by side, not a persistent grid) they do not. Stored in
+    the file; a file without it has none; the H200's model holds one, the H100's not."""
+    assert select.round_idle(100, 132) == 0.0 and select.round_idle(264, 132) == 0.0
+    assert select.round_idle(148, 132) == pytest.approx((2 - 148 / 132) / 2)
+    assert select.round_idle(296, 132) == pytest.approx((3 - 296 / 132) / 3)
+    thin = KernelConfig(block_m=64, block_n=128, block_k=128, group_m=8, num_warps=4, num_stages=4, variant="tma")
+    m, n, k = 46, 128 * 148, 8192  # 148 tiles: a last round of 16 on 132 SMs
+    plain = select.features(thin, m, n, k, torch.float16, True, 132, 1.0)[2]
+    assert plain == (m * k + k * n + m * n) * 2
+    assert select.features(thin, m, n, k, torch.float16, True, 132, 1.0, 0.5)[2] == pytest.approx(
+        plain * (1 + 0.5 * select.round_idle(148, 132)))
+    assert select.features(thin, m, 128 * 132, k, torch.float16, True, 132, 1.0, 0.5)[2] == (m * k + k * 128 * 132 + m * 128 * 132) * 2
+    pointer = thin.model_copy(update={"variant": "grouped"})
+    assert select.features(pointer, m, n, k, torch.float16, True, 132, 1.0, 0.5)[2] == plain
+    c = select.Constants(a=1.0, b=0.01, e=0.9, d=2.0, g=0.9, r=0.0, s=0.5)
+    model = select.Model("GPU X", 132, {select.config_id(thin): c}, dram_tail=0.5)
+    data = json.loads(model.to_json())
+    assert data["dram_tail"] == 0.5 and select.Model.from_json(model.to_json()).dram_tail == 0.5
+    with pytest.raises(ValueError, match="is not a selector file: dram_tail -1.0 is not between 0 and 2"):
+        select.Model.from_json(json.dumps({**data, "dram_tail": -1.0}))
+    del data["dram_tail"]
+    assert select.Model.from_json(json.dumps(data)).dram_tail == select.LEGACY_DRAM_TAIL == 0.0
+    # choose scores with it: a grid of a last round nearly empty is predicted longer
+    without = select.Model("GPU X", 132, {select.config_id(thin): c})
+    longer = select.predict_us(model, thin, m, n, k, torch.float16, tma=True, layout="nt")
+    assert longer > select.predict_us(without, thin, m, n, k, torch.float16, tma=True, layout="nt")
+    assert longer == pytest.approx(c.predict_us(*select.features(thin, m, n, k, torch.float16, True, 132, 1.0, 0.5)))
+    h200 = best.selector_model("NVIDIA H200")
+    assert h200.dram_tail == 0.5 and best.selector_model("NVIDIA H100 80GB HBM3").dram_tail == 0.0
+    assert best.selector_model("NVIDIA H200 NVL").dram_tail == h200.dram_tail
