@@ -2,7 +2,7 @@
 share given, each H200 sweep held out of a fit on the others (the H200's datasheet DRAM
 ceiling, ``--l2-reread 0.5`` and ``--fill-from`` the H100's model, as the shipped file is made),
 the pick compared with the best config the sweep timed; then a fit on all of them picks for
-three draws none of them holds; then the H100's twelve sweeps refitted at each share and
+four draws none of them holds; then the H100's twelve sweeps refitted at each share and
 replayed on its held-out draws and the broad suite.
 
     python3 docs/runs/select/dram_tail_replay.py 0 0.3 0.5 0.7 1.0 > docs/runs/select/dram_tail_replay.txt
@@ -19,8 +19,8 @@ from autokernel.report import problem_class  # noqa: E402
 from autokernel.tuning.shapes import Problem  # noqa: E402
 
 R = "benchmarks/results/"
-HELD = [R + "check_random_h200_16.jsonl", "docs/runs/select/decode17_extra_h200.jsonl.gz",
-        "docs/runs/select/rows257_extra_h200.jsonl.gz"]
+HELD = [R + "check_random_h200_16.jsonl", R + "check_random_h200_17.jsonl",
+        "docs/runs/select/decode17_extra_h200.jsonl.gz", "docs/runs/select/rows257_extra_h200.jsonl.gz"]
 FILES = sorted(f for f in glob.glob(R + "*_h200*.jsonl*") if f not in HELD)
 H100_FIT = [R + f for f in """select_refit_sweep_h100.jsonl.gz select_splitk_resweep_h100.jsonl.gz
 select_thin_tma_h100.jsonl.gz check_broad_h100_3.jsonl.gz check_broad_h100_9.jsonl.gz select_w4s5_fit_h100.jsonl
