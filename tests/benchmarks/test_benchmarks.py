@@ -74,31 +74,21 @@ def test_fit_selector_cross_validates_and_writes_a_model(tmp_path):
     assert filled.constants[key0] == replace(model.constants[key0], r=0.25)
     assert filled.constants[lacking] == kept[key0] and filled.errors[lacking] == 0.3
     assert set(filled.constants) == set(model.constants) | {lacking}
-    # --l2-reread: stored in the file; --add-to a file fitted with another share is refused
-    discounted = tmp_path / "discounted.json"
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "0.5", "--out",
-                str(discounted))
-    assert proc.returncode == 0, proc.stderr
-    assert select.Model.from_json(discounted.read_text()).l2_reread == 0.5
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "0.5", "--add-to",
-                str(base), "--out", str(tmp_path / "mixed.json"))
-    assert proc.returncode == 2 and "fitted with --l2-reread 1.0" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--l2-reread", "-0.5")
-    assert proc.returncode == 2 and proc.stderr == "error: --l2-reread -0.5: a share between 0 and 1\n"
-    # --dram-tail likewise
-    tailed = tmp_path / "tailed.json"
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "0.5", "--out",
-                str(tailed))
-    assert proc.returncode == 0, proc.stderr
-    assert select.Model.from_json(tailed.read_text()).dram_tail == 0.5
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "0.5", "--add-to",
-                str(base), "--out", str(tmp_path / "mixed.json"))
-    assert proc.returncode == 2 and "fitted with --dram-tail 0.0" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
-    proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", "--dram-tail", "3")
-    assert proc.returncode == 2 and proc.stderr == "error: --dram-tail 3.0: between 0 and 2\n"
-
+    # --l2-reread and --dram-tail: stored in the file; --add-to a file fitted with another value
+    # is refused, in one line; a value out of range likewise
+    for flag, attr, base_value, bad, says in (
+            ("--l2-reread", "l2_reread", "1.0", "-0.5", "error: --l2-reread -0.5: a share between 0 and 1\n"),
+            ("--dram-tail", "dram_tail", "0.0", "3", "error: --dram-tail 3.0: between 0 and 2\n")):
+        out = tmp_path / f"{attr}.json"
+        proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", flag, "0.5", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert getattr(select.Model.from_json(out.read_text()), attr) == 0.5
+        proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", flag, "0.5", "--add-to",
+                    str(base), "--out", str(tmp_path / "mixed.json"))
+        assert proc.returncode == 2 and f"fitted with {flag} {base_value}" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mixed.json").exists()
+        proc = _run(str(BENCH / "fit_selector.py"), str(sweep), "--folds", "0", flag, bad)
+        assert proc.returncode == 2 and proc.stderr == says
 
 def test_fuzz_runs_and_passes_on_the_interpreter():
     pytest.importorskip("triton")

@@ -6,48 +6,23 @@ picks for a fresh draw none of them holds (``check_random_h200_15``).
 
     python3 docs/runs/select/reread_replay.py 1.0 0.7 0.5 0.3 > docs/runs/select/reread_replay.txt
 """
-import collections
 import glob
-import math
 import sys
 
 sys.path.insert(0, "benchmarks")
 import fit_selector as fs  # noqa: E402
 from autokernel import select  # noqa: E402
-from autokernel.report import problem_class  # noqa: E402
-from autokernel.tuning.shapes import Problem  # noqa: E402
+from replay_summary import by_shape, summary  # noqa: E402
 
 DEVICE = "NVIDIA H200"
 HELD = "benchmarks/results/check_random_h200_15.jsonl"
 FILES = sorted(f for f in glob.glob("benchmarks/results/*_h200*.jsonl*")
-               if f not in (HELD, "benchmarks/results/check_random_h200_16.jsonl"))
+               if f not in (HELD, "benchmarks/results/check_random_h200_16.jsonl",
+                            "benchmarks/results/check_random_h200_17.jsonl"))
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
 H100_FILE = "autokernel/configs/selector/nvidia-h100-80gb-hbm3.json"
-
-
-def geomean(values):
-    values = list(values)
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
-def summary(results):
-    results = [r for r in results if r]
-    cls = {r[0]: problem_class(Problem(r[0][0], r[0][1], r[0][2], r[0][3], r[0][5], r[0][6], r[0][4]))
-           for r in results}
-    by = " ".join(f"{c} {geomean(r[1] for r in results if cls[r[0]] == c):.4f}"
-                  for c in ("decode", "skinny", "mid", "large"))
-    return (f"pick / best {geomean(r[1] for r in results):.4f} ({by}), >= 0.90 on "
-            f"{sum(r[1] >= 0.9 for r in results)} of {len(results)}, > 2 % slower than the default "
-            f"{sum(r[2] < 0.98 for r in results)}, torch / pick {geomean(r[3] for r in results):.4f}")
-
-
-def by_shape(rows):
-    out = collections.defaultdict(list)
-    for row in rows:
-        out[fs.shape_key(row)].append(row)
-    return out
 
 
 rows = fs.read_rows(FILES)
