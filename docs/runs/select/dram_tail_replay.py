@@ -18,8 +18,9 @@ from replay_summary import by_shape, summary  # noqa: E402
 R = "benchmarks/results/"
 HELD = [R + "check_random_h200_16.jsonl", R + "check_random_h200_17.jsonl",
         "docs/runs/select/decode17_extra_h200.jsonl.gz", "docs/runs/select/rows257_extra_h200.jsonl.gz"]
-# the H200's sweeps when the share was chosen (select_round_fill_h200 came after, for the refit)
-FILES = sorted(f for f in glob.glob(R + "*_h200*.jsonl*") if f not in HELD and "select_round_fill" not in f)
+# the H200's sweeps when the share was chosen (select_round_fill_h200 and check_random_h200_18 came after)
+LATER = ("select_round_fill_h200", "check_random_h200_18")
+FILES = sorted(f for f in glob.glob(R + "*_h200*.jsonl*") if f not in HELD and not any(x in f for x in LATER))
 H100_FIT = [R + f for f in """select_refit_sweep_h100.jsonl.gz select_splitk_resweep_h100.jsonl.gz
 select_thin_tma_h100.jsonl.gz check_broad_h100_3.jsonl.gz check_broad_h100_9.jsonl.gz select_w4s5_fit_h100.jsonl
 check_random_h100_17.jsonl check_random_h100_18.jsonl check_random_h100_19.jsonl check_random_h100_20.jsonl

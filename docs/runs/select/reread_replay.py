@@ -18,7 +18,8 @@ DEVICE = "NVIDIA H200"
 HELD = "benchmarks/results/check_random_h200_15.jsonl"
 FILES = sorted(f for f in glob.glob("benchmarks/results/*_h200*.jsonl*")
                if f not in (HELD, "benchmarks/results/check_random_h200_16.jsonl",
-                            "benchmarks/results/check_random_h200_17.jsonl"))
+                            "benchmarks/results/check_random_h200_17.jsonl",
+                            "benchmarks/results/check_random_h200_18.jsonl"))
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
