@@ -16,10 +16,14 @@ def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
+def class_of(key):
+    """``report.problem_class`` of a judged problem's key (``fit_selector.shape_key``)."""
+    return problem_class(Problem(key[0], key[1], key[2], key[3], key[5], key[6], key[4]))
+
+
 def summary(results):
     results = [r for r in results if r]
-    cls = {r[0]: problem_class(Problem(r[0][0], r[0][1], r[0][2], r[0][3], r[0][5], r[0][6], r[0][4]))
-           for r in results}
+    cls = {r[0]: class_of(r[0]) for r in results}
     by = " ".join(f"{c} {geomean(r[1] for r in results if cls[r[0]] == c):.4f}"
                   for c in ("decode", "skinny", "mid", "large") if any(cls[r[0]] == c for r in results))
     return (f"pick / best {geomean(r[1] for r in results):.4f} ({by}), >= 0.90 on "

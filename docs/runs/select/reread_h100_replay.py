@@ -4,13 +4,12 @@ broad suite the fit does not hold (``check_random_h100_22`` to ``_27``, ``check_
 
     python3 docs/runs/select/reread_h100_replay.py 1.0 0.5 > docs/runs/select/reread_h100_replay.txt
 """
-import collections
-import math
 import sys
 
 sys.path.insert(0, "benchmarks")
 import fit_selector as fs  # noqa: E402
 from autokernel import select  # noqa: E402
+from replay_summary import by_shape, class_of, geomean  # noqa: E402
 
 R = "benchmarks/results/"
 FIT = """select_refit_sweep_h100.jsonl.gz select_splitk_resweep_h100.jsonl.gz select_thin_tma_h100.jsonl.gz
@@ -22,24 +21,14 @@ SETS = [("held-out draws", [R + f"check_random_h100_{i}.jsonl" for i in range(22
 RULE = dict(margin=select.DEFAULT_MARGIN, z=select.UNCERTAINTY_Z)
 
 
-def g(values):
-    values = list(values)
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
-def cls(m, n, k):
-    return "decode" if m <= 64 else "skinny" if m <= 256 else "mid" if 2 * m * n * k <= 1e11 else "large"
-
-
 rows = fs.read_rows([R + f for f in FIT])
 for share in map(float, sys.argv[1:]):
     model = fs.fitted("NVIDIA H100 80GB HBM3", rows, fs.FitOptions(l2_reread=share))
     for name, files in SETS:
-        shapes = collections.defaultdict(list)
-        for r in fs.read_rows(files):
-            shapes[fs.shape_key(r)].append(r)
+        shapes = by_shape(fs.read_rows(files))
         res = [x for x in (fs.judge(model, k, shapes[k], RULE) for k in sorted(shapes)) if x]
-        print(f"l2_reread {share}, {name}: pick / best {g(x[1] for x in res):.4f}, >= 0.90 {sum(x[1] >= .9 for x in res)} "
-              f"of {len(res)}, > 2 % slower than the default {sum(x[2] < .98 for x in res)}, torch / pick "
-              f"{g(x[3] for x in res):.4f} | " + " ".join(f"{c} {g(x[1] for x in res if cls(*x[0][:3]) == c):.4f}"
-                                                         for c in ("decode", "skinny", "mid", "large")), flush=True)
+        by_class = " ".join(f"{c} {geomean(x[1] for x in res if class_of(x[0]) == c):.4f}"
+                            for c in ("decode", "skinny", "mid", "large"))
+        print(f"l2_reread {share}, {name}: pick / best {geomean(x[1] for x in res):.4f}, >= 0.90 "
+              f"{sum(x[1] >= .9 for x in res)} of {len(res)}, > 2 % slower than the default "
+              f"{sum(x[2] < .98 for x in res)}, torch / pick {geomean(x[3] for x in res):.4f} | {by_class}", flush=True)
