@@ -5,14 +5,16 @@ clearly faster. Off by default: every GEMM runs on the Triton kernels.
 turns it on. Then each float16 / bfloat16 GEMM given no config compares two predictions once
 per layout: the selector model's time for the config it picks (``best``), and cuBLAS's time
 from a table of cuBLAS measurements on the GPU (``CublasModel``: GPU time over the datasheet
-roofline, interpolated between the nearest measured shapes; on a GPU of the same architecture
-with no table, the two are compared where the table was measured). Where cuBLAS is predicted more
+roofline, interpolated between the nearest measured shapes; a table measured on another GPU
+of the same architecture speaks too, comparing the two libraries where it was measured). Where cuBLAS is predicted more
 than ``MARGIN`` faster, the layout runs on torch (``torch.mm`` / ``torch.addmm`` and the
 activation in place, as eager PyTorch runs it; ``TorchLaunch``), forward and backward alike.
 A config given by the caller, a tuned entry for exactly the problem, float32, operands with
-no unit stride, and a GPU with no table (nor one of its architecture) stay on Triton. With
+no unit stride, and a GPU with no table of its architecture stay on Triton. With
 tuning on first use also on (``autokernel.autotune``), cuBLAS is raced beside the selector's
-best configs on the call's operands instead, and the faster kept.
+best configs on the call's operands instead, and the faster kept. A routed GEMM follows
+torch's precision settings (``torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction``
+and fp16's, on by default, let cuBLAS sum split-K partials in 16 bits).
 
 Why: the Triton kernels trail cuBLAS on many mid-size problems (1-3 waves of tiles on the
 SMs; docs/kernel-notes.md), and a layer swapped for autokernel's should not run slower than
@@ -155,22 +157,22 @@ def _load(path: Path) -> CublasModel:
     return CublasModel.from_json(path.read_text(), str(path))
 
 
-def cublas_model(device: str) -> CublasModel | None:
-    """The cuBLAS table for the GPU named ``device``: the one measured on it, else one of a
-    GPU of the same architecture (``decide`` compares the libraries on that GPU); None where
-    neither."""
-    own = DATA_DIR / f"{best.device_key(device)}.json"
-    if own.is_file():
-        return _load(own)
+def cublas_models(device: str) -> tuple[CublasModel, ...]:
+    """The cuBLAS tables that speak for the GPU named ``device``: the one measured on it first,
+    then those measured on other GPUs of its architecture (``decide`` compares the libraries
+    on each such GPU); empty where there is none."""
     spec = gpus.detect_gpu(device)
-    if spec is None or not spec.arch:
-        return None
-    for path in sorted(DATA_DIR.glob("*.json")):
-        table = _load(path)
-        fitted = gpus.detect_gpu(table.device)
-        if fitted is not None and fitted.arch == spec.arch:
-            return table
-    return None
+    own = DATA_DIR / f"{best.device_key(device)}.json"
+    tables = [_load(own)] if own.is_file() else []
+    if spec is not None and spec.arch:
+        for path in sorted(DATA_DIR.glob("*.json")):
+            if path == own:
+                continue
+            table = _load(path)
+            fitted = gpus.detect_gpu(table.device)
+            if fitted is not None and fitted.arch == spec.arch and fitted != spec:
+                tables.append(table)
+    return tuple(tables)
 
 
 # ---- the decision -----------------------------------------------------------------------
@@ -189,16 +191,18 @@ class Route:
 
 def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: str,
            found: "best.Pick", layout: str = "nt", margin: float = MARGIN,
-           table: CublasModel | None = None) -> Route:
+           tables: tuple[CublasModel, ...] | None = None) -> Route:
     """Where ``auto`` runs an M x N x K problem in ``layout`` on the GPU named ``device``,
-    whose Triton pick is ``found`` (``best.pick`` with its ranking); ``table``: cuBLAS's
-    (default ``cublas_model(device)``).
+    whose Triton pick is ``found`` (``best.pick`` with its ranking); ``tables``: cuBLAS's
+    (default ``cublas_models(device)``).
 
-    On a GPU whose table was measured on another (carried), the two libraries are compared
-    where both were measured: the pick's time by the selector model of the table's GPU
-    against the table's prediction there; this GPU's cuBLAS time is then the pick's
-    predicted time here over that ratio. (Replayed on 576 H200 problems: the ratio is off by
-    7-12 % RMS that way, against 17-24 % with cuBLAS's table carried by the datasheets.)"""
+    Each table predicts this GPU's cuBLAS time, and the prediction is their geometric mean.
+    A table measured on this GPU predicts it directly. One measured on another GPU compares
+    the two libraries where both were measured: the pick's time by the selector model of
+    the table's GPU against the table's prediction there; this GPU's cuBLAS time is then the
+    pick's predicted time here over that ratio. (Replayed on the H200's recorded checks, a
+    table of its own alone errs 11.7 % RMS, the H100's carried 10.2 %, the two together
+    9.3 %; on the H100's, 7.9 %, 12.2 % and 8.4 %: docs/selector.md.)"""
     if dtype not in (torch.float16, torch.bfloat16):
         return Route("triton", None, None, "cuBLAS is modelled for float16 and bfloat16 only")
     if found.exact:
@@ -206,26 +210,31 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if found.choice is None:
         return Route("triton", None, None, f"no selector model for {device}")
     triton_us = next((s.predicted_us for s in found.choice.ranked if s.config == found.config), None)
-    table = table or cublas_model(device)
+    tables = cublas_models(device) if tables is None else tables
     spec = gpus.detect_gpu(device)
-    if table is None or spec is None:
+    if not tables or spec is None:
         return Route("triton", triton_us, None, f"no cuBLAS table for {device}")
     epilogue = activation != "none"  # torch.addmm adds a bias in cuBLAS's own epilogue: one kernel
     if triton_us is None:
-        return Route("triton", None, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec),
+        return Route("triton", None, tables[0].predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")
-    measured_on = gpus.detect_gpu(table.device)
-    if measured_on == spec:
-        cublas_us = table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)
-    else:
+    logs = []
+    for table in tables:
+        measured_on = gpus.detect_gpu(table.device)
+        if measured_on == spec:
+            logs.append(math.log(table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)))
+            continue
         there = best.selector_model(table.device)
         tma = select.tma_aligned(m, n, k, dtype, layout)
         pick_there = None if there is None else select.predict_us(there, found.config, m, n, k, dtype, tma=tma,
                                                                       layout=layout, activation=activation)
-        if pick_there is None:
-            return Route("triton", triton_us, None, f"the pick has no prediction on {table.device}, where cuBLAS "
-                         "was measured")
-        cublas_us = triton_us * table.predict_us(m, n, k, dtype.itemsize, epilogue, measured_on) / pick_there
+        if pick_there is not None:
+            logs.append(math.log(triton_us * table.predict_us(m, n, k, dtype.itemsize, epilogue, measured_on)
+                                 / pick_there))
+    if not logs:
+        return Route("triton", triton_us, None, "the pick has no prediction on "
+                     f"{', '.join(t.device for t in tables)}, where cuBLAS was measured")
+    cublas_us = math.exp(sum(logs) / len(logs))
     if cublas_us * (1 + margin) < triton_us:
         return Route("cublas", triton_us, cublas_us,
                      f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})")

@@ -3,11 +3,12 @@ sweeps' cuBLAS rows (``benchmarks/select_sweep.py``: torch timed side by side wi
 configs, GPU time), and replay the ``auto`` backend's choice on held-out sweeps, on the CPU:
 
     python3 benchmarks/fit_cublas.py SWEEP... --out autokernel/configs/cublas/GPU.json
-    python3 benchmarks/fit_cublas.py SWEEP... --holdout HELD... [--margin 0.1]
+    python3 benchmarks/fit_cublas.py SWEEP... --holdout HELD... [--margin 0.1] [--also TABLE...]
 
 The replay picks for each held-out problem as ``autokernel.matmul`` does (the shipped
 selector model, the configs the sweep measured: ``fit_selector.pick_for``), routes it with a
-table built from the other files, and reads both sides' times from the sweep: torch over
+table built from the other files (and the tables of other GPUs given with ``--also``, as
+the shipped tables of one architecture speak together), and reads both sides' times from the sweep: torch over
 the Triton pick, over what ``auto`` runs, and over the faster of the two (the ceiling), and
 the problems where ``auto``'s choice ran more than 2 % slower than the Triton pick.
 """
@@ -52,10 +53,12 @@ def table_from(paths: list[str]) -> route.CublasModel:
     return route.CublasModel(device, merged, f"benchmarks/fit_cublas.py over {len(paths)} sweep files")
 
 
-def replay(table: route.CublasModel, paths: list[str], margin: float, device: str | None = None) -> None:
-    """The replay on ``paths`` (sweeps of ``device``, default the table's GPU: another is
-    predicted with the table carried there, and with its selector model, as ``matmul`` would)."""
-    device = device or table.device
+def routed(tables: tuple[route.CublasModel, ...], paths: list[str], margin: float, device: str | None = None):
+    """The ``auto`` backend's choice replayed on ``paths`` (sweeps of ``device``, default the
+    first table's GPU) with cuBLAS's time predicted from ``tables`` as ``route.decide`` does
+    (a table of another GPU carried by the selector models' ratio): per problem (key, the
+    pick's ms, cuBLAS's ms, routed to cuBLAS), and the log errors of cuBLAS's predicted time."""
+    device = device or tables[0].device
     model = best.selector_model(device)
     rule = {"margin": select.DEFAULT_MARGIN, "z": select.UNCERTAINTY_Z}
     by = collections.defaultdict(list)
@@ -69,22 +72,33 @@ def replay(table: route.CublasModel, paths: list[str], margin: float, device: st
         m, n, k, dt, layout, act, bias, _ = key
         found = best.Pick(choice.config, choice.source, choice.reason, KernelConfig.from_dict(default["config"]), False,
                           choice)
-        where = route.decide(m, n, k, torch_dtype(dt), act, bool(bias), device, found, layout, margin, table)
+        where = route.decide(m, n, k, torch_dtype(dt), act, bool(bias), device, found, layout, margin, tables)
         if where.cublas_us is not None:
             errors.append(math.log(where.cublas_us / (cublas_ms * 1000)))
         out.append((key, pick["gpu_ms"], cublas_ms, where.library == "cublas"))
+    return out, errors
+
+
+def describe(out, errors, margin: float) -> list[str]:
+    """``routed``'s results as the replay prints them."""
     g = fs.geomean
-    print(f"{len(out)} problems; cuBLAS predicted with RMS log error "
-          f"{math.sqrt(sum(e * e for e in errors) / len(errors)):.3f}")
-    print(f"torch / Triton pick {g(c / p for _, p, c, _ in out):.4f}; torch / auto "
-          f"{g(c / (c if to else p) for _, p, c, to in out):.4f} (margin {margin:.0%}, "
-          f"{sum(to for *_, to in out)} routed to cuBLAS); torch / the faster of the two "
-          f"{g(c / min(p, c) for _, p, c, _ in out):.4f}")
+    lines = [f"{len(out)} problems; cuBLAS predicted with RMS log error "
+             f"{math.sqrt(sum(e * e for e in errors) / len(errors)):.3f}",
+             f"torch / Triton pick {g(c / p for _, p, c, _ in out):.4f}; torch / auto "
+             f"{g(c / (c if to else p) for _, p, c, to in out):.4f} (margin {margin:.0%}, "
+             f"{sum(to for *_, to in out)} routed to cuBLAS); torch / the faster of the two "
+             f"{g(c / min(p, c) for _, p, c, _ in out):.4f}"]
     worse = sorted(((p / c, key) for key, p, c, to in out if to and c > p * 1.02), reverse=True)
-    print(f"routed to cuBLAS and more than 2 % slower than the Triton pick: {len(worse)}")
+    lines.append(f"routed to cuBLAS and more than 2 % slower than the Triton pick: {len(worse)}")
     for ratio, key in worse[:10]:
-        print(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]} {key[5]}{' bias' if key[6] else ''}: "
-              f"cuBLAS / Triton time {1 / ratio:.3f}")
+        lines.append(f"  {key[0]}x{key[1]}x{key[2]} {key[3]} {key[4]} {key[5]}{' bias' if key[6] else ''}: "
+                     f"cuBLAS / Triton time {1 / ratio:.3f}")
+    return lines
+
+
+def replay(tables: tuple[route.CublasModel, ...], paths: list[str], margin: float, device: str | None = None) -> None:
+    """Print the replay of ``routed``."""
+    print("\n".join(describe(*routed(tables, paths, margin, device), margin)))
 
 
 def main(argv=None) -> int:
@@ -93,13 +107,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the table here")
     ap.add_argument("--holdout", nargs="+", default=[], help="sweep files to replay the choice on (left out of the table)")
     ap.add_argument("--margin", type=float, default=route.MARGIN)
-    ap.add_argument("--table", help="replay with this table (a file) instead of one built from the sweeps")
+    ap.add_argument("--table", nargs="+", help="replay with these tables (files) instead of one built from the sweeps")
+    ap.add_argument("--also", nargs="+", default=[],
+                    help="tables (files) of other GPUs that speak beside the built one in the replay, as the "
+                    "shipped tables of the architecture do in autokernel.route")
     args = ap.parse_args(argv)
     held = set(args.holdout)
+
+    def read(path):
+        return route.CublasModel.from_json(Path(path).read_text(), path)
+
     if args.table:
-        table = route.CublasModel.from_json(Path(args.table).read_text(), args.table)
         device = fs.read_rows(args.holdout[:1])[0]["device"] if args.holdout else None
-        replay(table, args.holdout, args.margin, device)
+        replay(tuple(map(read, args.table)), args.holdout, args.margin, device)
         return 0
     table = table_from([p for p in args.sweeps if p not in held])
     print(f"{len(table.points)} points of {table.device}")
@@ -107,7 +127,7 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(table.to_json())
     if args.holdout:
-        replay(table, args.holdout, args.margin)
+        replay((table, *map(read, args.also)), args.holdout, args.margin)
     return 0
 
 

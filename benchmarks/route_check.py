@@ -54,7 +54,10 @@ def check(p: Problem, first_use: bool) -> dict:
         autotune.enable(None)
     found = best.ranked(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, a0.device,
                         tma=tma_runs(a0, b0, sets[0][3]), layout=p.layout)
-    why = route.decide(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, runtime.device_name(), found, p.layout)
+    name = runtime.device_name()
+    why = route.decide(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, name, found, p.layout)
+    alone = {t.device: route.decide(p.m, p.n, p.k, p.torch_dtype, p.activation, p.bias, name, found, p.layout,
+                                    tables=(t,)).library for t in route.cublas_models(name)}
     rows = [{"label": "triton"}, {"label": "auto"}]
     runs = [(rows[0], lambda a, b, bias, out=None: triton.run(a, b, bias, out)[0]),
             (rows[1], lambda a, b, bias, out=None: auto.run(a, b, bias, out)[0])]
@@ -63,7 +66,7 @@ def check(p: Problem, first_use: bool) -> dict:
         runs.append((rows[2], lambda a, b, bias, out=None: tuned.run(a, b, bias, out)[0]))
     torch_ms = race_checked(p, runs, sets)
     return {**p.to_dict(), "class": problem_class(p), "library": library, **plans_raced, "pick": found.config.short(),
-            "predicted_triton_us": why.triton_us, "predicted_cublas_us": why.cublas_us,
+            "predicted_triton_us": why.triton_us, "predicted_cublas_us": why.cublas_us, "library_by_table": alone,
             "torch_ms": torch_ms, **{f"{r['label']}_ms": r.get("gpu_ms") for r in rows},
             **{f"{r['label']}_status": r["status"] for r in rows},
             **{f"{r['label']}_rel_error": r.get("rel_error") for r in rows}}
@@ -94,6 +97,17 @@ def summarize(records: list[dict]) -> None:
         for r in sorted(slow, key=lambda r: r[base] / r["auto_ms"])[:8]:
             print(f"  {r['m']}x{r['n']}x{r['k']} {r['dtype']} {r['layout']} {r['activation']}"
                   f"{' bias' if r['bias'] else ''} [{r['library']}]: {r[base] / r['auto_ms']:.3f}")
+    choices = {("all tables", None)} | {(f"{t} alone", t) for r in ok for t in r.get("library_by_table", {})}
+    if len(choices) > 2:  # each table's choice, read from the same run's times of torch and the Triton pick
+        print("the choice of each cuBLAS table alone, from this run's times of torch and the Triton pick:")
+        for label, table in sorted(choices, key=lambda c: c[1] or ""):
+            chosen = [(r, r["library"] if table is None else r["library_by_table"].get(table)) for r in ok]
+            chosen = [(r, lib) for r, lib in chosen if lib]
+            ms = [r["torch_ms"] if lib == "cublas" else r["triton_ms"] for r, lib in chosen]
+            print(f"  {label}: torch / choice {geomean(r['torch_ms'] / t for (r, _), t in zip(chosen, ms)):.3f}, "
+                  f"{sum(lib == 'cublas' for _, lib in chosen)} routed, "
+                  f"{sum(t > 1.02 * r['triton_ms'] for (r, _), t in zip(chosen, ms))} more than 2 % slower than "
+                  f"the Triton pick ({len(chosen)} problems)")
     bad = [r for r in records if any(r.get(f"{x}_status", "success") != "success" for x in ("triton", "auto", "tuned"))]
     print(f"failed or incorrect: {len(bad)}")
 

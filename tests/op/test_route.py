@@ -90,11 +90,14 @@ def test_a_broken_table_is_refused_in_one_line_naming_it(text, why):
         route.CublasModel.from_json(text, "t.json")
 
 
-def test_the_shipped_table_carries_to_a_gpu_of_the_same_architecture_only():
-    assert route.cublas_model(H100).device == H100
-    assert route.cublas_model("NVIDIA H200").device == H100
-    assert route.cublas_model("NVIDIA A100-SXM4-80GB") is None
-    assert route.cublas_model("a GPU nobody knows") is None
+def test_the_shipped_tables_speak_for_the_gpus_of_their_architecture_only_their_own_first():
+    def devices(name):
+        return [t.device for t in route.cublas_models(name)]
+
+    assert devices(H100) == [H100, "NVIDIA H200"]
+    assert devices("NVIDIA H200") == ["NVIDIA H200", H100]
+    assert devices("NVIDIA H200 NVL") == [H100, "NVIDIA H200"]  # none of its own: both carried
+    assert devices("NVIDIA A100-SXM4-80GB") == devices("a GPU nobody knows") == []
 
 
 def test_the_table_s_method_predicts_cublas_on_a_draw_left_out_of_it():
@@ -125,15 +128,15 @@ def test_auto_routes_where_cublas_is_predicted_faster_by_more_than_the_margin():
     roof = route.roofline_us(1024, 2304, 768, 2, gpus.detect_gpu(H100))
     for ratio, library in ((0.5, "cublas"), (0.95, "triton"), (1.5, "triton")):
         table = route.CublasModel(H100, ((*route.point(1024, 2304, 768, False), math.log(ratio * triton_us / roof)),))
-        where = route.decide(1024, 2304, 768, torch.float16, "none", False, H100, found, table=table)
+        where = route.decide(1024, 2304, 768, torch.float16, "none", False, H100, found, tables=(table,))
         assert where.library == library, (ratio, where)
         assert where.cublas_us == pytest.approx(ratio * triton_us, rel=1e-3)
 
 
-def test_on_a_carried_gpu_the_two_libraries_are_compared_where_cublas_was_measured():
-    """An H200 has no table of its own: the pick's predicted time on the H100 (its model)
-    against the H100 table's cuBLAS time sets the ratio; the H200's cuBLAS time is the pick's
-    predicted time there over that ratio."""
+def test_a_table_of_another_gpu_compares_the_two_libraries_where_cuBLAS_was_measured():
+    """The pick's predicted time on the H100 (its model) against the H100 table's cuBLAS time
+    sets the ratio; the H200's cuBLAS time is the pick's predicted time there over that ratio.
+    With the H200's own table beside it, the prediction is the geometric mean of the two."""
     from autokernel import select
 
     h200 = "NVIDIA H200"
@@ -141,11 +144,17 @@ def test_on_a_carried_gpu_the_two_libraries_are_compared_where_cublas_was_measur
     here = next(s.predicted_us for s in found.choice.ranked if s.config == found.config)
     there = select.predict_us(best.selector_model(H100), found.config, 2048, 2304, 768, torch.bfloat16,
                               tma=True, layout="nt")
-    cublas_there = route.cublas_model(H100).predict_us(2048, 2304, 768, 2, False, gpus.detect_gpu(H100))
-    where = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt")
-    assert where.triton_us == here and there != here
-    assert where.cublas_us == pytest.approx(here * cublas_there / there, rel=1e-9)
-    assert where.library == ("cublas" if where.cublas_us * 1.1 < here else "triton")
+    own, h100 = route.cublas_models(h200)
+    cublas_there = h100.predict_us(2048, 2304, 768, 2, False, gpus.detect_gpu(H100))
+    carried = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt", tables=(h100,))
+    assert carried.triton_us == here and there != here
+    assert carried.cublas_us == pytest.approx(here * cublas_there / there, rel=1e-9)
+    assert carried.library == ("cublas" if carried.cublas_us * 1.1 < here else "triton")
+    direct = own.predict_us(2048, 2304, 768, 2, False, gpus.detect_gpu(h200))
+    alone = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt", tables=(own,))
+    assert alone.cublas_us == pytest.approx(direct, rel=1e-9) and direct != pytest.approx(carried.cublas_us, rel=1e-3)
+    both = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt")
+    assert both.cublas_us == pytest.approx(math.sqrt(direct * carried.cublas_us), rel=1e-9)
 
 
 def test_a_bias_alone_costs_cublas_nothing_but_an_activation_does():
