@@ -6,8 +6,8 @@ file for `autokernel report`. Usage, on the GPU machine:
     autokernel report results/suite.jsonl                                   # docs/BENCHMARKS.md
 
 Per problem of each shapes file: Triton with the config autokernel.matmul picks by itself
-(api.resolve_config with no config; a shipped or $AUTOKERNEL_CONFIG file's config where one
-applies, and then Triton with default_config beside it), Triton with a best-config file's
+(best.resolve on the operands as the suite lays them out: a tuned entry, else the selector's
+pick, else the default; and where that is not the default, Triton with the default beside it), Triton with a best-config file's
 config (--tuned),
 cuBLAS (torch.matmul) for a plain GEMM or eager fused (addmm + the activation) for one with
 an epilogue, cuBLASLt's fused epilogue where it has the activation, and torch.compile
@@ -63,14 +63,14 @@ def _refuse(message: str) -> int:
 
 def matmul_config(problem):
     """(config, source): what autokernel.matmul launches for ``problem`` when given no config,
-    "default" when that is default_config, else "lookup" (a tuned file it found)."""
-    from autokernel import api, runtime
-    from autokernel.config import default_config
+    on the operands as ``Problem.make_inputs`` lays them out (its layout, and whether the TMA
+    kernel takes them), and where it came from (``best.resolve``: "selected", "default",
+    "shipped", "env", ...)."""
+    from autokernel import api, best, runtime
 
-    config = api.resolve_config(None, problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation,
-                                problem.bias, runtime.kernel_device())
-    same = config == default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
-    return config, "default" if same else "lookup"
+    tma = api.tma_runs_for(problem.m, problem.n, problem.k, problem.torch_dtype, problem.layout)
+    return best.resolve(problem.m, problem.n, problem.k, problem.torch_dtype, problem.activation, problem.bias,
+                        runtime.kernel_device(), False, tma, problem.layout)
 
 
 def tuned_lookup(path: str):
@@ -82,12 +82,10 @@ def tuned_lookup(path: str):
 
 def implementations(problem, args, tuned_config, graph: dict) -> list[tuple[str, object]]:
     """(impl, thunk returning a Trial) for each implementation that applies to ``problem``."""
-    from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch
+    from autokernel.evaluate import cublaslt_activations, evaluate, evaluate_torch, problem_default
     from autokernel.report import has_epilogue
 
     out = []
-
-    from autokernel.config import default_config
 
     try:
         config, source = matmul_config(problem)
@@ -98,8 +96,8 @@ def implementations(problem, args, tuned_config, graph: dict) -> list[tuple[str,
         out.append(("triton", fail))
     else:
         out.append(("triton", lambda: (evaluate(problem, config, **graph), source)))
-    if source != "default":  # what the lookup's config gains over the default, side by side
-        default = default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
+    default = problem_default(problem)
+    if config != default:  # what the pick gains over the default, side by side
         out.append(("triton_default", lambda: (evaluate(problem, default, **graph), "default")))
     if tuned_config is not None:
         out.append(("triton_tuned", lambda: (evaluate(problem, tuned_config, **graph), "file")))

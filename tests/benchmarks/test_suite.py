@@ -98,7 +98,26 @@ def test_suite_times_the_default_beside_a_tuned_config(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["dtype"], r["impl"], r["config_source"]) for r in rows] == [
-        ("float16", "triton", "lookup"), ("float16", "triton_default", "default"), ("float16", "cublas", None),
+        ("float16", "triton", "env"), ("float16", "triton_default", "default"), ("float16", "cublas", None),
         ("float32", "triton", "default"), ("float32", "cublas", None)]  # no fp32 entry: the default alone
     assert rows[0]["config"] == tuned.model_dump() and rows[1]["config"] != rows[0]["config"]
     assert all(r["status"] == "success" for r in rows)
+
+
+def test_the_suite_times_the_pick_matmul_makes_for_the_problem_s_layout(monkeypatch):
+    """The Triton row is the config matmul resolves for the operands as the suite lays them
+    out: the problem's layout and whether the TMA kernel takes them, not a square nn stand-in."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import suite as suite_module
+
+    from autokernel import api, best
+    from autokernel.tuning.shapes import Problem
+
+    asked = []
+    monkeypatch.setattr(api, "tma_runs_for", lambda m, n, k, dtype, layout: layout == "nt")
+    monkeypatch.setattr(best, "resolve", lambda *args: asked.append(args) or ("config", "selected"))
+    for layout in ("nt", "nn"):
+        problem = Problem(64, 4096, 4096, "bfloat16", layout=layout)
+        assert suite_module.matmul_config(problem) == ("config", "selected")
+    assert [(a[0], a[1], a[2], a[-2], a[-1]) for a in asked] == [(64, 4096, 4096, True, "nt"),
+                                                                  (64, 4096, 4096, False, "nn")]
