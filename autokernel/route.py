@@ -181,12 +181,14 @@ def cublas_models(device: str) -> tuple[CublasModel, ...]:
 @dataclass(frozen=True)
 class Route:
     """Where a GEMM runs under ``auto``: ``library`` "triton" or "cublas", the two predicted
-    GPU times per call (µs, None where there is none) and why."""
+    GPU times per call (µs, None where there is none) and why; ``by_table``: what each cuBLAS
+    table predicted (its GPU's name, µs), of which ``cublas_us`` is the geometric mean."""
 
     library: str
     triton_us: float | None
     cublas_us: float | None
     reason: str
+    by_table: tuple[tuple[str, float], ...] = ()
 
 
 def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: str,
@@ -218,28 +220,28 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if triton_us is None:
         return Route("triton", None, tables[0].predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")
-    logs = []
+    by_table = []
     for table in tables:
         measured_on = gpus.detect_gpu(table.device)
         if measured_on == spec:
-            logs.append(math.log(table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)))
+            by_table.append((table.device, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)))
             continue
         there = best.selector_model(table.device)
         tma = select.tma_aligned(m, n, k, dtype, layout)
         pick_there = None if there is None else select.predict_us(there, found.config, m, n, k, dtype, tma=tma,
                                                                       layout=layout, activation=activation)
         if pick_there is not None:
-            logs.append(math.log(triton_us * table.predict_us(m, n, k, dtype.itemsize, epilogue, measured_on)
-                                 / pick_there))
-    if not logs:
+            by_table.append((table.device, triton_us * table.predict_us(m, n, k, dtype.itemsize, epilogue,
+                                                                        measured_on) / pick_there))
+    if not by_table:
         return Route("triton", triton_us, None, "the pick has no prediction on "
                      f"{', '.join(t.device for t in tables)}, where cuBLAS was measured")
-    cublas_us = math.exp(sum(logs) / len(logs))
+    cublas_us = math.exp(sum(math.log(us) for _, us in by_table) / len(by_table))
     if cublas_us * (1 + margin) < triton_us:
         return Route("cublas", triton_us, cublas_us,
-                     f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})")
+                     f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})", tuple(by_table))
     return Route("triton", triton_us, cublas_us,
-                 f"cuBLAS is not predicted more than {margin:.0%} faster ({triton_us / cublas_us:.2f}x)")
+                 f"cuBLAS is not predicted more than {margin:.0%} faster ({triton_us / cublas_us:.2f}x)", tuple(by_table))
 
 
 def may_run(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -116,7 +116,8 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "epilogue_excess_us": None if excess is None else {"tma": excess[0], "pointer": excess[1]},
             "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
-                      "cublas_us": where.cublas_us, "reason": where.reason},
+                      "cublas_us": where.cublas_us, "reason": where.reason,
+                      "cublas_by_table": [{"table": device, "us": us} for device, us in where.by_table]},
             "ranked": [{"config": s.config.model_dump(), "label": s.config.short(), "source": s.source,
                         "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None,
                         "error": s.error}
@@ -163,7 +164,11 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     if where["cublas_us"] is not None:
         runs = "on cuBLAS" if where["library"] == "cublas" else "on Triton"
         now = "runs" if where["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
-        console.print(escape(f"cuBLAS (torch) is predicted {where['cublas_us']:.1f} µs: this GEMM {now} {runs}; "
+        tables = where.get("cublas_by_table") or []
+        mean = "" if len(tables) < 2 else " (the geometric mean of " + ", ".join(
+            f"{t['us']:.1f} by {t['table']}'s table" + ("" if t["table"] == name else ", carried")
+            for t in tables) + ")"
+        console.print(escape(f"cuBLAS (torch) is predicted {where['cublas_us']:.1f} µs{mean}: this GEMM {now} {runs}; "
                              f"{where['reason']}"), soft_wrap=True)
     if out["model_carried"]:
         console.print(escape(f"no model was fitted for this GPU: the selector's model was {out['model_carried']} "

@@ -117,6 +117,25 @@ def test_route_check_needs_a_gpu():
     assert proc.returncode == 2 and "GPU" in proc.stderr
 
 
+def test_route_check_reads_each_table_s_choice_from_the_run_s_own_times(capsys):
+    """The summary's per-table lines take torch's time where a table chose cuBLAS and the
+    Triton pick's where it chose Triton: the two were timed side by side in the run."""
+    sys.path.insert(0, str(BENCH))
+    import route_check
+
+    def rec(torch_ms, triton_ms, library, alone):
+        return {"m": 64, "n": 64, "k": 64, "dtype": "float16", "layout": "nt", "activation": "none", "bias": False,
+                "class": "mid", "library": library, "torch_ms": torch_ms, "triton_ms": triton_ms,
+                "auto_ms": torch_ms if library == "cublas" else triton_ms, "library_by_table": alone}
+
+    route_check.summarize([rec(1.0, 2.0, "cublas", {"A": "cublas", "B": "triton"}),
+                           rec(1.0, 0.5, "triton", {"A": "cublas", "B": "triton"})])
+    out = capsys.readouterr().out
+    assert "  all tables: torch / choice 1.414, 1 routed, 0 more than 2 % slower than the Triton pick" in out
+    assert "  A alone: torch / choice 1.000, 2 routed, 1 more than 2 % slower than the Triton pick" in out
+    assert "  B alone: torch / choice 1.000, 0 routed, 0 more than 2 % slower than the Triton pick" in out
+
+
 def test_select_sweep_needs_a_gpu():
     proc = _run(str(BENCH / "select_sweep.py"), "--out", os.devnull)
     assert proc.returncode == 2 and "GPU" in proc.stderr

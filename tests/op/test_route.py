@@ -155,6 +155,8 @@ def test_a_table_of_another_gpu_compares_the_two_libraries_where_cuBLAS_was_meas
     assert alone.cublas_us == pytest.approx(direct, rel=1e-9) and direct != pytest.approx(carried.cublas_us, rel=1e-3)
     both = route.decide(2048, 2304, 768, torch.bfloat16, "none", False, h200, found, "nt")
     assert both.cublas_us == pytest.approx(math.sqrt(direct * carried.cublas_us), rel=1e-9)
+    assert [d for d, _ in both.by_table] == [h200, H100]
+    assert [us for _, us in both.by_table] == pytest.approx([direct, carried.cublas_us], rel=1e-9)
 
 
 def test_a_bias_alone_costs_cublas_nothing_but_an_activation_does():
@@ -246,6 +248,10 @@ def test_explain_says_where_auto_runs_the_gemm(monkeypatch):
                                                          "--device", "h100", "--json"]).output)
     assert data["route"]["backend"] == "auto"
     assert data["route"]["library"] in ("triton", "cublas") and data["route"]["cublas_us"] > 0
+    by_table = data["route"]["cublas_by_table"]
+    assert [t["table"] for t in by_table] == [H100, "NVIDIA H200"]
+    assert data["route"]["cublas_us"] == pytest.approx(math.sqrt(by_table[0]["us"] * by_table[1]["us"]), rel=1e-9)
+    assert "(the geometric mean of " in out.output and "NVIDIA H200's table, carried)" in out.output
 
 
 @pytest.mark.parametrize("cublas_fastest", [True, False])
