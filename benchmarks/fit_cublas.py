@@ -115,7 +115,10 @@ def main(argv=None) -> int:
     held = set(args.holdout)
 
     def read(path):
-        return route.CublasModel.from_json(Path(path).read_text(), path)
+        try:
+            return route.CublasModel.from_json(Path(path).read_text(), path)
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: {exc}") from None
 
     if args.table:
         device = fs.read_rows(args.holdout[:1])[0]["device"] if args.holdout else None
