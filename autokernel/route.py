@@ -130,6 +130,11 @@ class CublasModel:
         return f'{head}, "points": [\n{rows}\n]}}\n'
 
     @functools.cached_property
+    def spec(self) -> gpus.GpuSpec | None:
+        """The datasheet entry of the GPU the table was measured on."""
+        return gpus.detect_gpu(self.device)
+
+    @functools.cached_property
     def _array(self):
         import numpy as np
 
@@ -157,6 +162,7 @@ def _load(path: Path) -> CublasModel:
     return CublasModel.from_json(path.read_text(), str(path))
 
 
+@functools.lru_cache(maxsize=16)
 def cublas_models(device: str) -> tuple[CublasModel, ...]:
     """The cuBLAS tables that speak for the GPU named ``device``: the one measured on it first,
     then those measured on other GPUs of its architecture (``decide`` compares the libraries
@@ -169,7 +175,7 @@ def cublas_models(device: str) -> tuple[CublasModel, ...]:
             if path == own:
                 continue
             table = _load(path)
-            fitted = gpus.detect_gpu(table.device)
+            fitted = table.spec
             if fitted is not None and fitted.arch == spec.arch and fitted != spec:
                 tables.append(table)
     return tuple(tables)
@@ -222,7 +228,7 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
                      "the Triton pick has no prediction")
     by_table = []
     for table in tables:
-        measured_on = gpus.detect_gpu(table.device)
+        measured_on = table.spec
         if measured_on == spec:
             by_table.append((table.device, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)))
             continue
