@@ -227,13 +227,13 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
         return Route("triton", None, tables[0].predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")
     by_table = []
+    tma = select.tma_aligned(m, n, k, dtype, layout)
     for table in tables:
         measured_on = table.spec
         if measured_on == spec:
             by_table.append((table.device, table.predict_us(m, n, k, dtype.itemsize, epilogue, spec)))
             continue
         there = best.selector_model(table.device)
-        tma = select.tma_aligned(m, n, k, dtype, layout)
         pick_there = None if there is None else select.predict_us(there, found.config, m, n, k, dtype, tma=tma,
                                                                       layout=layout, activation=activation)
         if pick_there is not None:
