@@ -217,7 +217,8 @@ epilogue costs more where 4 warps hold the tile, 128 or more accumulator element
 (128x128 at 4 warps), than at 8 warps. One warp per SM sub-partition, its registers full,
 cannot hide the math's dependent chains. Measured on an H200 (bf16, bias; 128x128x64 at 4
 and 8 warps, three or four problems of 2-34 M outputs; docs/kernel-notes.md): the exact
-gelu's erfc fit 0.26-0.33 on the TMA kernel, 0.13-0.16 on the pointer kernel; gelu_tanh
+gelu's erfc fit 0.26-0.33 on the TMA kernel (0.21-0.35 with the degree-6 fit that replaced
+it), 0.13-0.16 on the pointer kernel; gelu_tanh
 0.006-0.021 and 0.02-0.05; silu 0.008-0.013 on the TMA kernel (on the pointer kernel taken
 as gelu_tanh's, the same sigmoid: not measured there); relu none; 64x128 tiles at 4 warps (64
 elements a thread) no more than 8 warps. The fitted constants come from problems with no
