@@ -894,10 +894,35 @@ def rows_aligned(k: int, layout: str) -> bool:
     return k % 16 == 0 or (layout[0] != "n" and layout[1] != "t")
 
 
+SCALAR_LOADS_MAX = 32
+"""The most elements of an operand whose rows along K are not 16-byte aligned that a pointer
+config may load per thread and K step (``unvectorized``). Such rows (K of 50257, a GPT-2
+vocabulary, in a backward GEMM; any odd K) take no 16-byte vectors and no TMA: every element
+is its own load, and configs that load more than this per thread ran at a fifth of the best
+(128x128x64 at 4 warps: 0.165 of the best, geomean over 23 problems of odd or
+not-8-divisible K on an H200; docs/selector.md, "Operands whose rows take no vectors")."""
+
+
+def unvectorized(k: int, itemsize: int, layout: str) -> tuple[bool, bool]:
+    """(A, B): whether each operand stores its rows along K (A row-major, B as a transposed
+    view) with a row length that is not a multiple of 16 bytes, so that its rows take no
+    16-byte vectors (``SCALAR_LOADS_MAX``)."""
+    odd = (k * itemsize) % 16 != 0
+    return odd and layout[0] == "n", odd and layout[1] == "t"
+
+
+def _scalar_loads_fit(p: "_Prepared", a_odd: bool, b_odd: bool) -> bool:
+    """Whether ``p`` loads at most SCALAR_LOADS_MAX elements a thread per K step of each
+    operand ``unvectorized`` names (the TMA kernel never runs on such operands)."""
+    threads = 32 * p.config.num_warps
+    return not ((a_odd and p.bm * p.bk > SCALAR_LOADS_MAX * threads)
+                or (b_odd and p.bn * p.bk > SCALAR_LOADS_MAX * threads))
+
+
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
            margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True,
-           b_rows: bool = False, activation: str = "none") -> Choice:
+           b_rows: bool = False, activation: str = "none", scalar: tuple[bool, bool] = (False, False)) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
@@ -905,7 +930,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
-    it is one) are left out while a TMA config the model can score remains. ``b_rows``: B is row-major
+    it is one) are left out while a TMA config the model can score remains. ``scalar``: which
+    operands take no 16-byte vectors (``unvectorized``); where one does, the configs that load
+    more than SCALAR_LOADS_MAX of its elements a thread per K step are left out while another
+    the model can score remains (the default too: the kernels' choice between equals does
+    not hold where each element is a load). ``b_rows``: B is row-major
     (``b_row_major``). ``activation``: the epilogue's, whose excess where 4 warps hold a
     128x128 tile or larger is added to those configs (``EPILOGUE_EXCESS_NS``).
 
@@ -970,6 +999,13 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         pool.append((p, "candidate"))
     if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
+    left_out = ""
+    if scalar[0] or scalar[1]:
+        narrow = [(p, source) for p, source in pool if _scalar_loads_fit(p, *scalar)]
+        if len(narrow) < len(pool) and any(p.constants is not None for p, _ in narrow):
+            left_out = (f"; {len(pool) - len(narrow)} configs left out that load more than {SCALAR_LOADS_MAX} "
+                        "elements a thread per K step of an operand whose rows take no 16-byte vectors")
+            pool = narrow
     # The predictions: features() and Constants.predict_us written out on each candidate's
     # numbers, operation for operation (the same floats; tests compare the two), and the
     # carried model's DRAM gain by the grid's reach.
@@ -1055,18 +1091,18 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             raise ValueError("no config fits")  # the caller's fit rules shrink the default first
         return Choice(default, "default", "no config could be scored", scores)
     if best_source == "default":
-        return Choice(default, "default", "the default is predicted fastest", scores)
+        return Choice(default, "default", "the default is predicted fastest" + left_out, scores)
     if default_us is not None and model.errors:
         need = z * math.sqrt(best.error ** 2 + at_default.error ** 2)
         if math.log(default_us / best_us) <= need:
             return Choice(default, "default", f"the best prediction ({best.config.short()}, {best_us:.1f} µs) beats "
                           f"the default's ({default_us:.1f} µs) by less than the model's uncertainty "
-                          f"({math.exp(need) - 1:.0%})", scores)
+                          f"({math.exp(need) - 1:.0%})" + left_out, scores)
     elif default_us is not None and best_us > default_us * (1 - margin):
         return Choice(default, "default", f"the best prediction ({best.config.short()}) is within "
-                      f"{margin:.0%} of the default's", scores)
+                      f"{margin:.0%} of the default's" + left_out, scores)
     reason = f"predicted {best_us:.1f} µs" + (f", the default {default_us:.1f} µs" if default_us is not None else "")
-    return Choice(best.config, "selected" if best_source == "candidate" else best_source, reason, scores)
+    return Choice(best.config, "selected" if best_source == "candidate" else best_source, reason + left_out, scores)
 
 
 def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool,
@@ -1075,5 +1111,6 @@ def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype
     ``activation`` (``choose``'s arithmetic, on that config alone); None where the model
     cannot score it."""
     choice = choose(model, m, n, k, dtype, tma=tma, default=config, fits=lambda c: c is config,
-                    aligned=rows_aligned(k, layout), b_rows=b_row_major(layout), activation=activation)
+                    aligned=rows_aligned(k, layout), b_rows=b_row_major(layout), activation=activation,
+                    scalar=unvectorized(k, dtype.itemsize, layout))
     return next((us for us, _, source in choice.scores if source == "default"), None)

@@ -255,6 +255,45 @@ def test_unaligned_rows_along_k_leave_the_pointer_kernels_out_where_tma_runs():
                               False) != "tma"
 
 
+def test_rows_that_take_no_vectors_leave_out_configs_of_many_scalar_loads():
+    # K of 50257 halves: 100514 bytes a row, no 16-byte vectors; A row-major (n), B a
+    # transposed view (t): both operands' rows lie along K.
+    assert select.unvectorized(50257, 2, "nn") == (True, False)
+    assert select.unvectorized(50257, 2, "nt") == (True, True)
+    assert select.unvectorized(50257, 2, "tn") == (False, False)
+    assert select.unvectorized(30522, 2, "nt") == (True, True)  # 61044 bytes: 4-byte aligned only
+    assert select.unvectorized(4096, 2, "nt") == (False, False) and select.unvectorized(1000, 2, "nt") == (False, False)
+    # A model that predicts a 128-row, 4-warp tile fastest (64 elements of A a thread per K step).
+    fast = next(c for c in CANDIDATES if c.variant == "grouped" and c.block_m == 128 and c.block_n == 128
+                and c.split_k == 1 and c.num_warps == 4)
+    choice = _choose(_model(fast), m=2048, n=768, k=50257, tma=False, scalar=(True, False))
+    assert choice.config != fast and choice.config.variant != "tma"
+    assert choice.config.block_m * choice.config.block_k <= select.SCALAR_LOADS_MAX * 32 * choice.config.num_warps
+    assert all(s.config.block_m * s.config.block_k <= select.SCALAR_LOADS_MAX * 32 * s.config.num_warps
+               for s in choice.ranked if s.predicted_us is not None)
+    # With B's rows unvectorized too, B's tile is held to the same bound.
+    both = _choose(_model(fast), m=2048, n=768, k=50257, tma=False, scalar=(True, True))
+    assert both.config.block_n * both.config.block_k <= select.SCALAR_LOADS_MAX * 32 * both.config.num_warps
+    # Aligned rows: the model's pick as before.
+    assert _choose(_model(fast), m=2048, n=768, k=50304, tma=False).config == fast
+
+
+def test_matmul_keeps_to_few_scalar_loads_on_the_h200_where_rows_take_no_vectors(monkeypatch):
+    # The dX GEMM of GPT-2's vocabulary projection (2048 tokens): K = 50257.
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: 232448)
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
+    best.clear_cache()
+    cuda = torch.device("cuda")
+    c, _ = best.resolve(2048, 768, 50257, torch.float16, "none", False, cuda, layout="nn")
+    assert select.kernel_kind(c, False) != "tma"
+    assert c.block_m * c.block_k <= 32 * 32 * c.num_warps  # at most 32 of A's elements a thread per K step
+    aligned, _ = best.resolve(2048, 768, 50304, torch.float16, "none", False, cuda, layout="nn")
+    best.clear_cache()
+    assert select.kernel_kind(aligned, True) == "tma"  # aligned rows: the TMA kernel, unaffected
+
+
 def test_matmul_picks_by_the_selector_on_a_simulated_h100(h100):
     config, source = best.resolve(3072, 3072, 3072, torch.bfloat16, "none", False, h100, layout="nt")
     choice = best.choice(3072, 3072, 3072, torch.bfloat16, "none", False, h100, layout="nt")
