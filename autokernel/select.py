@@ -911,12 +911,21 @@ def unvectorized(k: int, itemsize: int, layout: str) -> tuple[bool, bool]:
     return odd and layout[0] == "n", odd and layout[1] == "t"
 
 
-def _scalar_loads_fit(p: "_Prepared", a_odd: bool, b_odd: bool) -> bool:
-    """Whether ``p`` loads at most SCALAR_LOADS_MAX elements a thread per K step of each
-    operand ``unvectorized`` names (the TMA kernel never runs on such operands)."""
-    threads = 32 * p.config.num_warps
-    return not ((a_odd and p.bm * p.bk > SCALAR_LOADS_MAX * threads)
-                or (b_odd and p.bn * p.bk > SCALAR_LOADS_MAX * threads))
+SCALAR_SQUARE = KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=4,
+                             variant="grouped")
+"""The pointer tile that joins the candidates where both operands' rows take no vectors
+(``unvectorized``: B as nn.Linear's weight with an odd K): 32 elements of each operand a
+thread per K step, the most MMA work per load within SCALAR_LOADS_MAX. Over 17 such problems
+of more than 64 rows on an H200 it reached 0.925 of the best config measured (geomean),
+where the one candidate within the bound, 64x64x64 at 4 warps, reached 0.793
+(docs/selector.md, "Operands whose rows take no vectors"). Scored with the constants of the
+nearest fitted config of its tile (``Model.constants_for``)."""
+
+
+def _scalar_loads(p: "_Prepared", a_odd: bool, b_odd: bool) -> float:
+    """The most elements ``p`` loads a thread per K step of an operand ``unvectorized``
+    names (the TMA kernel never runs on such operands)."""
+    return max(p.bm * p.bk if a_odd else 0, p.bn * p.bk if b_odd else 0) / (32 * p.config.num_warps)
 
 
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
@@ -932,9 +941,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
     it is one) are left out while a TMA config the model can score remains. ``scalar``: which
     operands take no 16-byte vectors (``unvectorized``); where one does, the configs that load
-    more than SCALAR_LOADS_MAX of its elements a thread per K step are left out while another
-    the model can score remains (the default too: the kernels' choice between equals does
-    not hold where each element is a load). ``b_rows``: B is row-major
+    more than SCALAR_LOADS_MAX of its elements a thread per K step are left out (the default
+    too: the model's ranking of equals does not hold where each element is a load), or, where
+    no config the model can score loads so few (the decode tiles of B as nn.Linear's weight:
+    64 and more), all but those that load the fewest. ``b_rows``: B is row-major
     (``b_row_major``). ``activation``: the epilogue's, whose excess where 4 warps hold a
     128x128 tile or larger is added to those configs (``EPILOGUE_EXCESS_NS``).
 
@@ -1000,11 +1010,18 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
     left_out = ""
+    if scalar[0] and scalar[1] and m > 64:
+        p = _prepare(model, SCALAR_SQUARE, tma)
+        if p.key not in seen and p.constants is not None and fits(SCALAR_SQUARE):
+            pool.append((p, "candidate"))
     if scalar[0] or scalar[1]:
-        narrow = [(p, source) for p, source in pool if _scalar_loads_fit(p, *scalar)]
-        if len(narrow) < len(pool) and any(p.constants is not None for p, _ in narrow):
-            left_out = (f"; {len(pool) - len(narrow)} configs left out that load more than {SCALAR_LOADS_MAX} "
-                        "elements a thread per K step of an operand whose rows take no 16-byte vectors")
+        loads = {p.key: _scalar_loads(p, *scalar) for p, _ in pool}
+        scored = [loads[p.key] for p, _ in pool if p.constants is not None]
+        bound = max(SCALAR_LOADS_MAX, min(scored)) if scored else math.inf
+        narrow = [(p, source) for p, source in pool if loads[p.key] <= bound]
+        if len(narrow) < len(pool):
+            left_out = (f"; {len(pool) - len(narrow)} configs left out that load more than {bound:g} elements a "
+                        "thread per K step of an operand whose rows take no 16-byte vectors")
             pool = narrow
     # The predictions: features() and Constants.predict_us written out on each candidate's
     # numbers, operation for operation (the same floats; tests compare the two), and the

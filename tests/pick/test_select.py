@@ -278,6 +278,30 @@ def test_rows_that_take_no_vectors_leave_out_configs_of_many_scalar_loads():
     assert _choose(_model(fast), m=2048, n=768, k=50304, tma=False).config == fast
 
 
+def test_where_no_config_loads_few_enough_scalars_those_that_load_fewest_remain():
+    # Decode with B as nn.Linear's weight at an odd K: every decode tile loads 64 or more of
+    # B's elements a thread per K step; a model that likes the 16x128 tile (128 a thread).
+    wide = next(c for c in CANDIDATES if (c.block_m, c.block_n, c.split_k) == (16, 128, 1))
+    choice = _choose(_model(wide), m=9, n=13824, k=2301, tma=False, scalar=(True, True))
+    c = choice.config
+    assert c != wide and c.block_n * c.block_k // (32 * c.num_warps) == 64
+    assert "left out that load more than 64 elements" in choice.reason
+    # Aligned, the model's pick stands.
+    assert _choose(_model(wide), m=9, n=13824, k=2304, tma=False).config == wide
+
+
+def test_the_square_pointer_tile_joins_where_both_operands_take_no_vectors():
+    square = select.SCALAR_SQUARE
+    assert square.block_m * square.block_k == square.block_n * square.block_k == select.SCALAR_LOADS_MAX * 32 * square.num_warps
+    model = _model(CANDIDATES[0])
+    model.constants[select.config_id(square)] = select.Constants(a=0.0, b=0.0, e=1e9, d=10.0)  # the fastest
+    assert _choose(model, m=665, n=5248, k=3458, tma=False, scalar=(True, True)).config == square
+    # Not where only A's rows are unvectorized, nor for 64 rows or fewer, nor on aligned rows.
+    for m, scalar in ((665, (True, False)), (64, (True, True)), (665, (False, False))):
+        ranked = _choose(model, m=m, n=5248, k=3458, tma=False, scalar=scalar).ranked
+        assert square not in [r.config for r in ranked]
+
+
 def test_matmul_keeps_to_few_scalar_loads_on_the_h200_where_rows_take_no_vectors(monkeypatch):
     # The dX GEMM of GPT-2's vocabulary projection (2048 tokens): K = 50257.
     monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H200")
