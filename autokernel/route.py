@@ -226,6 +226,13 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if triton_us is None:
         return Route("triton", None, tables[0].predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")
+    a_odd, b_odd = select.unvectorized(k, dtype.itemsize, layout)
+    if a_odd and not b_odd:
+        # cuBLAS's tables hold aligned problems only; where A's rows take no vectors its own
+        # kernels slow down too: on an H200 the Triton pick ran 1.49-1.73x cuBLAS (geomean of
+        # 37 such problems, none where cuBLAS was more than 10 % faster; docs/selector.md).
+        return Route("triton", triton_us, None, "A's rows take no 16-byte vectors, where cuBLAS was measured slower "
+                     "(its tables hold aligned problems)")
     by_table = []
     tma = select.tma_aligned(m, n, k, dtype, layout)
     for table in tables:

@@ -170,6 +170,9 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
             for t in tables) + ")"
         console.print(escape(f"cuBLAS (torch) is predicted {where['cublas_us']:.1f} µs{mean}: this GEMM {now} {runs}; "
                              f"{where['reason']}"), soft_wrap=True)
+    elif where["library"] == "triton" and where["triton_us"] is not None:
+        now = "runs" if where["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
+        console.print(escape(f"this GEMM {now} on Triton: {where['reason']}"), soft_wrap=True)
     if out["model_carried"]:
         console.print(escape(f"no model was fitted for this GPU: the selector's model was {out['model_carried']} "
                              "(the datasheets' ratios)"), soft_wrap=True)

@@ -168,6 +168,19 @@ def test_a_bias_alone_costs_cublas_nothing_but_an_activation_does():
     assert plain.cublas_us == biased.cublas_us < activated.cublas_us
 
 
+def test_auto_keeps_triton_where_only_a_s_rows_take_no_vectors():
+    """GPT-2's dX (K = 50257, nn): cuBLAS's tables, of aligned problems, predict it fast;
+    measured, it was slower there. With B's rows unvectorized too (nt) the tables decide."""
+    h200 = "NVIDIA H200"
+    found = best.pick(2048, 768, 50257, torch.float16, "none", False, "nn", device=h200, rank=True)
+    where = route.decide(2048, 768, 50257, torch.float16, "none", False, h200, found, "nn")
+    assert where.library == "triton" and where.cublas_us is None and "no 16-byte vectors" in where.reason
+    both = best.pick(2048, 768, 50257, torch.float16, "none", False, "nt", device=h200, rank=True)
+    assert route.decide(2048, 768, 50257, torch.float16, "none", False, h200, both, "nt").cublas_us is not None
+    aligned = best.pick(2048, 768, 50304, torch.float16, "none", False, "nn", device=h200, rank=True)
+    assert route.decide(2048, 768, 50304, torch.float16, "none", False, h200, aligned, "nn").cublas_us is not None
+
+
 def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
     assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
     exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]
