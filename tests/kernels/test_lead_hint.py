@@ -100,3 +100,20 @@ def test_index_run_is_what_wrapped_tile_indices_hold(block):
             for g in range(0, block, run):
                 group = idx[g:g + run]
                 assert group[0] % run == 0 and group == list(range(group[0], group[0] + run)), (size, block, g)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_the_square_pointer_tile_for_unvectorized_rows_is_correct(layout, device):
+    # select.SCALAR_SQUARE (128x128x64, 8 warps, the pointer kernel) on rows of an odd K:
+    # no hint, no vectors; a partial tile in every dimension and a K tail.
+    from autokernel import select
+
+    m, n, k = 131, 70, 67
+    g = torch.Generator().manual_seed(12)
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    a, b = a.to(device, torch.float16), b.to(device, torch.float16)
+    assert lead_hint(a) == 0 and select.unvectorized(k, 2, layout)[0]
+    bias = torch.randn(n, generator=g).to(device, torch.float16)
+    out = ak.matmul(a, b, bias, "gelu", config=select.SCALAR_SQUARE)
+    assert rel_error(out, reference(a, b, bias, "gelu")) < 1e-2
