@@ -891,7 +891,13 @@ def rows_aligned(k: int, layout: str) -> bool:
     then load the K tail masked, without 16-byte vectors: on the H100 they ran at 0.09-0.26x
     cuBLAS on such problems of 568 rows and more (K = 1000), where the TMA kernel ran at
     0.53-0.72x (benchmarks/results/select_resweep_h100.jsonl)."""
-    return k % 16 == 0 or (layout[0] != "n" and layout[1] != "t")
+    return k % 16 == 0 or not any(_along_k(layout))
+
+
+def _along_k(layout: str) -> tuple[bool, bool]:
+    """(A, B): whether each operand stores its rows along K: A row-major ("n"), B as a
+    transposed view ("t": nn.Linear's weight)."""
+    return layout[0] == "n", layout[1] == "t"
 
 
 SCALAR_LOADS_MAX = 32
@@ -908,7 +914,8 @@ def unvectorized(k: int, itemsize: int, layout: str) -> tuple[bool, bool]:
     view) with a row length that is not a multiple of 16 bytes, so that its rows take no
     16-byte vectors (``SCALAR_LOADS_MAX``)."""
     odd = (k * itemsize) % 16 != 0
-    return odd and layout[0] == "n", odd and layout[1] == "t"
+    a, b = _along_k(layout)
+    return odd and a, odd and b
 
 
 SCALAR_SQUARE = KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=4,
@@ -962,17 +969,18 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             memo[cache_key] = candidates
     pool: list[tuple[_Prepared, str]] = []
     seen: set[tuple] = set()
+
+    def allowed(p: _Prepared, config: KernelConfig) -> bool:  # fits, kept per fits_key where given
+        if fits_key is None:
+            return fits(config)
+        ok = memo.get(("fits", p.key, fits_key))
+        if ok is None:
+            ok = memo[("fits", p.key, fits_key)] = bool(fits(config))
+        return ok
+
     for config, source in ((default, "default"), *tuned):
         p = _prepare(model, config, tma)
-        if p.key in seen:
-            continue
-        if fits_key is None:
-            ok = fits(config)
-        else:
-            ok = memo.get(("fits", p.key, fits_key))
-            if ok is None:
-                ok = memo[("fits", p.key, fits_key)] = bool(fits(config))
-        if ok:
+        if p.key not in seen and allowed(p, config):
             seen.add(p.key)
             pool.append((p, source))
     # The candidates that apply: why_not's rules on each candidate's numbers. Those that
@@ -1012,7 +1020,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     left_out = ""
     if scalar[0] and scalar[1] and m > 64:
         p = _prepare(model, SCALAR_SQUARE, tma)
-        if p.key not in seen and p.constants is not None and fits(SCALAR_SQUARE):
+        if p.key not in seen and p.constants is not None and allowed(p, SCALAR_SQUARE):
             pool.append((p, "candidate"))
     if scalar[0] or scalar[1]:
         loads = {p.key: _scalar_loads(p, *scalar) for p, _ in pool}

@@ -132,3 +132,16 @@ KINK_FLIP_SEED = 55
 """A seed whose 7x1567 and 145x1567 standard-normal operands (drawn in that order, the
 second over sqrt(1567)) put a pre-activation on the other side of 0 with TF32 products
 than in float32, which moves dW by 7 % under relu or leaky_relu (the tests check it)."""
+
+
+def simulate_gpu(monkeypatch, name: str, shared_memory: int = 232448) -> torch.device:
+    """This process as one on the GPU ``name`` (Hopper's shared memory by default), with no
+    tuned or selector file from the environment; the caller clears best's cache after."""
+    from autokernel import best
+
+    monkeypatch.setattr(runtime, "device_name", lambda device=None: name)
+    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: shared_memory)
+    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
+    best.clear_cache()
+    return torch.device("cuda")

@@ -20,6 +20,7 @@ from autokernel.config import KernelConfig, default_config, fit_error
 from autokernel.kernels.fit import fit_config
 from autokernel.kernels.matmul_tma import tail_cut, tma_operands
 from autokernel.records import Problem
+from tests.helpers import simulate_gpu
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SHARED_MEMORY = 232448
@@ -28,12 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def h100(monkeypatch):
-    monkeypatch.setattr(runtime, "device_name", lambda device=None: H100)
-    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: H100_SHARED_MEMORY)
-    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
-    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
-    best.clear_cache()
-    yield torch.device("cuda")
+    yield simulate_gpu(monkeypatch, H100, H100_SHARED_MEMORY)
     best.clear_cache()
 
 

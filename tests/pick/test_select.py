@@ -16,6 +16,7 @@ from autokernel.candidates import CANDIDATES, thin_tma
 from autokernel.kernels.matmul_tma import tail_cut
 from autokernel.cli import app
 from autokernel.config import KernelConfig, default_config
+from tests.helpers import simulate_gpu
 
 H100 = "NVIDIA H100 80GB HBM3"
 LARGE = next(c for c in CANDIDATES if (c.block_m, c.block_n) == (128, 256) and not c.stream_k)
@@ -25,12 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def h100(monkeypatch):
-    monkeypatch.setattr(runtime, "device_name", lambda device=None: H100)
-    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: 232448)
-    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
-    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
-    best.clear_cache()
-    yield torch.device("cuda")
+    yield simulate_gpu(monkeypatch, H100)
     best.clear_cache()
 
 
@@ -304,12 +300,7 @@ def test_the_square_pointer_tile_joins_where_both_operands_take_no_vectors():
 
 def test_matmul_keeps_to_few_scalar_loads_on_the_h200_where_rows_take_no_vectors(monkeypatch):
     # The dX GEMM of GPT-2's vocabulary projection (2048 tokens): K = 50257.
-    monkeypatch.setattr(runtime, "device_name", lambda device=None: "NVIDIA H200")
-    monkeypatch.setattr(runtime, "shared_memory_limit", lambda: 232448)
-    monkeypatch.delenv(best.CONFIG_ENV, raising=False)
-    monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
-    best.clear_cache()
-    cuda = torch.device("cuda")
+    cuda = simulate_gpu(monkeypatch, "NVIDIA H200")
     c, _ = best.resolve(2048, 768, 50257, torch.float16, "none", False, cuda, layout="nn")
     assert select.kernel_kind(c, False) != "tma"
     assert c.block_m * c.block_k <= 32 * 32 * c.num_warps  # at most 32 of A's elements a thread per K step
