@@ -1,6 +1,7 @@
 """Differential fuzz of autokernel.matmul and autokernel.linear against a float32 reference.
 
     python3 benchmarks/fuzz.py [--cases 400] [--seed S]      # a GPU, or the interpreter on tiny sizes
+    python3 benchmarks/fuzz.py --huge                         # a GPU with 80 GB or more
 
 A few fixed edge cases run first (a single output element in each activation's tail, K = 0
 and 1, unaligned rows, column slices of aligned rows); then each case draws a problem
@@ -19,6 +20,13 @@ fuzz turns off torch's reduced-precision reductions for the run (cuBLAS may othe
 split-K partials in 16 bits: 0.04 off where the Triton kernels, accumulating in float32, are
 0.016 off): it checks the routing (operands, strides, bias, activation, output), not torch's
 precision setting.
+
+``--huge`` runs instead a fixed set of problems whose tensors hold more than 2^31 elements
+(an LM head's logits over a long batch, a long activation stack, a large weight read
+transposed), each kernel path at least once (the pick, the grouped, split-K and pointer
+stream-K kernels, the TMA kernel and its stream-K tail), where an element's offset overflows
+32-bit index arithmetic unless the kernel computes it in 64 bits; the first also runs
+linear's backward. It needs some 60 GB of GPU memory.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import torch
 
 import autokernel
 from autokernel import route, runtime
-from autokernel.candidates import CANDIDATES
+from autokernel.candidates import CANDIDATES, _c
 from autokernel.config import ConfigError, KernelConfig
 from autokernel.evaluate import compare, linear_reference, reference, relative_error
 from autokernel.tuning.space import SearchSpace
@@ -99,6 +107,24 @@ EDGE_CASES = [
 """Run first, whatever the seed."""
 
 
+_LOGITS = (20000, 110000, 256, torch.bfloat16, ("n", "t"), True, "gelu")
+"""C of 2.2e9 elements (an LM head's logits over 20000 tokens)."""
+_LONG_A = (2097155, 40, 1100, torch.float16, ("n", "t"), True, "relu")
+"""A of 2.3e9 elements (2M rows of activations into a narrow layer)."""
+_WIDE_B = (16, 33000, 70000, torch.bfloat16, ("n", "t"), False, "none")
+"""B of 2.3e9 elements, read as nn.Linear's transposed weight (decode rows)."""
+HUGE_CASES = [
+    *[(*_LOGITS, c) for c in (None, _c(128, 128, 64, 8, 4, 4), _c(128, 128, 64, 8, 4, 4, split_k=2),
+                              _c(64, 128, 64, 8, 4, 4, stream_k=True),
+                              _c(128, 256, 64, 8, 8, 3, "tma", flatten=True),
+                              _c(128, 128, 64, 8, 4, 5, "tma", flatten=True, stream_k=True))],
+    *[(*_LONG_A, c) for c in (None, _c(128, 64, 64, 8, 4, 5))],
+    (*_LONG_A[:4], ("t", "n"), *_LONG_A[5:], _c(128, 64, 64, 8, 4, 5)),
+    *[(*_WIDE_B, c) for c in (None, _c(16, 64, 128, 8, 4, 4, split_k=4))],
+]
+"""``--huge``: tensors past 2^31 elements; the first case also runs linear's backward."""
+
+
 def run_case(case, device, gen) -> tuple[str, str]:
     m, n, k, dtype, hows, bias, act, config = case
     a = operand(m, k, hows[0], dtype, device, gen) / max(k, 1) ** 0.5
@@ -139,31 +165,44 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=400)
     ap.add_argument("--seed", type=int, default=None, help="default: time-based (printed)")
+    ap.add_argument("--huge", action="store_true",
+                    help="instead: the fixed problems whose tensors pass 2^31 elements (a GPU with 80 GB)")
     args = ap.parse_args(argv)
+    if args.huge and runtime.INTERPRETER:
+        print("error: --huge needs a CUDA GPU (tensors of 2^31 elements and more)", file=sys.stderr)
+        return 2
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
     device = runtime.kernel_device()
     gen = torch.Generator(device=device).manual_seed(seed)
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
-    print(f"seed {seed}, {len(EDGE_CASES)} edge cases and {args.cases} drawn on {runtime.device_name()}")
+    if args.huge:
+        print(f"{len(HUGE_CASES)} problems with tensors past 2^31 elements on {runtime.device_name()}")
+    else:
+        print(f"seed {seed}, {len(EDGE_CASES)} edge cases and {args.cases} drawn on {runtime.device_name()}")
     if route.backend() == "auto":
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
         print("backend auto: torch's reduced-precision reductions off for the run")
-    cases = EDGE_CASES + [draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
+    if args.huge:
+        cases = HUGE_CASES
+    else:
+        cases = EDGE_CASES + [draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
     for i, case in enumerate(cases):
         m, n, k, dtype, hows, bias, act, config = case
         label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
                  f"{config.short() if config else 'picked'}")
         try:
             status, detail = run_case(case, device, gen)
-            if status == "ok" and i % 5 == 0 and m and n:
+            if status == "ok" and i % 5 == 0 and m and n and (not args.huge or i == 0):
                 status, detail = run_backward(case, device, gen)
         except Exception as exc:  # any exception but a refused config is a failure
             status, detail = "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         counts[status] += 1
-        if status != "ok":
+        if status != "ok" or args.huge:
             print(f"{status:7s} {label}: {detail}", flush=True)
+        if args.huge:
+            torch.cuda.empty_cache()
     print(f"{counts['ok']} ok, {counts['refused']} refused for shared memory, {counts['FAIL']} failed")
     return 1 if counts["FAIL"] else 0
 
