@@ -244,6 +244,22 @@ def _fuzz_module():
     return module
 
 
+def test_fuzz_huge_cases_pass_int32_offsets_on_every_kernel_path():
+    """Each --huge problem has an operand or output past 2^31 elements, and the configs
+    cover every kernel a GEMM can run on; on the interpreter --huge refuses in one line."""
+    pytest.importorskip("triton")
+    from autokernel import knobs
+
+    fuzz = _fuzz_module()
+    for m, n, k, *_ in fuzz.HUGE_CASES:
+        assert max(m * k, k * n, m * n) > 2**31
+    kernels = {knobs.kernel_of(vars(c)) for *_, c in fuzz.HUGE_CASES if c is not None}
+    assert kernels == {"grouped", "splitk", "streamk", "tma"}
+    assert any(c is not None and c.variant == "tma" and c.stream_k for *_, c in fuzz.HUGE_CASES)
+    proc = _run(str(BENCH / "fuzz.py"), "--huge")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --huge needs a CUDA GPU"), proc.stderr
+
+
 @pytest.mark.parametrize("act", ["relu", "leaky_relu"])
 def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
     """The kinked activations' reference gradient follows the kernel's forward across 0: a
