@@ -115,7 +115,7 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
             sk_progs = tail_cut(tiles, programs, -(-k // config.block_k))[0]
             if not streamk_applies(m, tiles, programs, sk_progs, config.flatten, thin_tma(config)):
                 return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut, and "
-                        f"M >= {STREAMK_MIN_M} after whole waves (a flattened config; {STREAMK_FEW_MIN_M} for a thin "
+                        f"M >= {STREAMK_MIN_M} after whole waves (a flattened config; {THIN_TAIL_MIN_M} for a thin "
                         f"TMA tile) or M >= {STREAMK_FEW_MIN_M} "
                         "with fewer tiles than SMs")
         elif -(-k // config.block_k) < 2 or tiles % programs == 0 or tiles < programs:
@@ -270,15 +270,23 @@ At M <= 256 (one or two rows of 128-row tiles, the skinny class) the problem is 
 reading B, and on the H100 the stream-K pick lost on every such problem measured (six, M
 of 103-258, 0.83-0.97x the pick without it), the tail's gain in waves being no gain in
 time there (docs/kernel-notes.md). Not for the thin TMA tiles (64 rows, K steps of 128):
-their flattened twin runs its tail from STREAMK_FEW_MIN_M rows on (``streamk_applies``)."""
+their flattened twin runs its tail from THIN_TAIL_MIN_M rows on (``streamk_applies``)."""
 
 
-STREAMK_FEW_MIN_M = 65
+STREAMK_FEW_MIN_M = 33
 """The fewest rows M for which the selector considers the stream-K tail where the tiles are
 fewer than the SMs (no whole wave: split-K on TMA in aligned chunks). Skinny problems
 gain there: the SMs a whole wave would fill sit idle, where after whole waves they do
-not (STREAMK_MIN_M). Measured on the H100 for 65 <= M <= 256 (docs/kernel-notes.md); the
-decode class (M <= 64, the pointer kernels' thin tiles and split-K) was not."""
+not (STREAMK_MIN_M). Measured on the H100 for 65 <= M <= 256, then on the H200 for the
+decode rows the thin TMA tiles take (33-64; below, the pointer kernels' thin tiles and
+split-K): there the pick moved on 25 of 4000 fresh problems, 1.09x faster, from pointer
+split-K and the data-parallel thin tiles to their unflattened twins (docs/kernel-notes.md)."""
+
+
+THIN_TAIL_MIN_M = 65
+"""The fewest rows M for which the selector considers a thin TMA tile's flattened stream-K
+twin after whole waves (``streamk_applies``). At 33-64 rows the 17 fresh problems whose pick
+it took ran 0.989x the pick without it on the H200 (docs/kernel-notes.md)."""
 
 
 def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: bool,
@@ -296,7 +304,7 @@ def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: b
     tile, they ran at 0.99 of the best (docs/kernel-notes.md).
 
     ``thin``: a thin TMA tile (``candidates.thin_tma``), whose flattened twin takes a tail
-    after whole waves from STREAMK_FEW_MIN_M rows on. Its 64-row tiles leave a skinny
+    after whole waves from THIN_TAIL_MIN_M rows on. Its 64-row tiles leave a skinny
     problem more rounds than the 128-row ones, the last often nearly empty; on the H200,
     over 70 drawn problems of 65-256 rows with more of its tiles than SMs, the twin ran
     1.07x its data-parallel tile (geomean; up to 1.46x with a long K, down to 0.90x with a
@@ -306,7 +314,7 @@ def streamk_applies(m: int, units: int, programs: int, sk_progs: int, flatten: b
         return False
     if units < programs:
         return m >= STREAMK_FEW_MIN_M
-    return flatten and m >= (STREAMK_FEW_MIN_M if thin else STREAMK_MIN_M)
+    return flatten and m >= (THIN_TAIL_MIN_M if thin else STREAMK_MIN_M)
 
 
 def kernel_kind(config: KernelConfig, tma: bool) -> str:

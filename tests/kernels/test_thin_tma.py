@@ -63,8 +63,14 @@ def test_thin_tiles_are_candidates_for_thin_problems_only():
     assert all(select.why_not(c, 8, 8192, 1000, False, 132, aligned=False) for c in THIN_TMA)  # no descriptor
     # the stream-K twins where the tiles are fewer than the SMs, from STREAMK_FEW_MIN_M rows
     twins = [c for c in THIN_TMA if c.stream_k]
-    assert all(select.why_not(c, 100, 2048, 8192, True, 132) is None for c in twins)
-    assert all(select.why_not(c, 60, 2048, 8192, True, 132) for c in twins)
+    assert select.STREAMK_FEW_MIN_M == 33
+    for m in (33, 60, 100):
+        assert all(select.why_not(c, m, 2048, 8192, True, 132) is None for c in twins), m
+    assert all(select.why_not(c, 32, 2048, 8192, True, 132) for c in twins)
+    # after whole waves the flattened thin twin only from THIN_TAIL_MIN_M rows
+    flat = [c for c in twins if c.flatten]
+    assert flat and all(select.why_not(c, 65, 20000, 8192, True, 132) is None for c in flat)
+    assert all("stream-K" in select.why_not(c, 64, 20000, 8192, True, 132) for c in flat)
 
 
 def test_the_pick_takes_a_thin_tile_where_the_pointer_kernels_would_load_a_masked_k_tail():

@@ -381,9 +381,9 @@ def test_explain_says_what_the_exact_gelu_epilogue_costs_on_four_warp_tiles(h100
 def test_a_stream_k_tail_is_scored_where_a_small_tail_follows_whole_waves():
     """The shipped model picks the TMA kernel's stream-K tail for a long-K problem whose
     tiles leave a small partial wave, and for one with fewer tiles than SMs (all of them
-    the tail; skinny ones too), after whole waves for a skinny problem (M <= 256) only on the
-    thin 64-row tile's flattened twin, and never for tiles that fill whole waves, or where the
-    tail is not worth cutting."""
+    the tail; skinny ones and decode rows of 33-64 too), after whole waves for a skinny problem
+    (M <= 256) only on the thin 64-row tile's flattened twin, and never for tiles that fill
+    whole waves, or where the tail is not worth cutting."""
     model = select.Model.from_json((best.SHIPPED_DIR / "selector" / "nvidia-h100-80gb-hbm3.json").read_text())
     default = KernelConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=3)
 
@@ -402,7 +402,12 @@ def test_a_stream_k_tail_is_scored_where_a_small_tail_follows_whole_waves():
         for s in pick(m, n, k).ranked:
             if s.config.stream_k and -(-m // s.config.block_m) * -(-n // s.config.block_n) >= model.programs:
                 assert thin_tma(s.config) and s.config.flatten, (m, n, k, s.config.short())
-    assert not any(s.config.stream_k for s in pick(64, 1536, 18304).ranked)  # decode: not measured
+    # decode rows of 33-64 (64-row tiles): the twins where the tiles are fewer than the SMs; below 33 none
+    assert not any(s.config.stream_k for s in pick(32, 1536, 18304).ranked)
+    decode = [s.config for s in pick(64, 1536, 18304).ranked if s.config.stream_k]
+    assert any(thin_tma(c) for c in decode)
+    assert all(c.block_m == 64 and -(-1536 // c.block_n) < model.programs for c in decode)
+    assert not any(s.config.stream_k for s in pick(64, 40000, 18304).ranked)  # after whole waves: from 65 rows
     for m, n, k in [(4096, 4096, 4096), (1408, 3072, 4096), (910, 1280, 18944), (3071, 1536, 21888)]:
         for s in pick(m, n, k).ranked:
             if s.config.stream_k:
