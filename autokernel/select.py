@@ -279,8 +279,9 @@ fewer than the SMs (no whole wave: split-K on TMA in aligned chunks). Skinny pro
 gain there: the SMs a whole wave would fill sit idle, where after whole waves they do
 not (STREAMK_MIN_M). Measured on the H100 for 65 <= M <= 256, then on the H200 for the
 decode rows the thin TMA tiles take (33-64; below, the pointer kernels' thin tiles and
-split-K): there the pick moved on 25 of 4000 fresh problems, 1.09x faster, from pointer
-split-K and the data-parallel thin tiles to their unflattened twins (docs/kernel-notes.md)."""
+split-K): there the pick moved on 32 of 5000 fresh problems, 1.05x faster (25 of another
+4000, 1.09x), mostly from pointer split-K and the data-parallel thin tiles to their
+unflattened twins (docs/kernel-notes.md)."""
 
 
 THIN_TAIL_MIN_M = 65
