@@ -177,17 +177,15 @@ def main(argv=None) -> int:
     gen = torch.Generator(device=device).manual_seed(seed)
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
     if args.huge:
-        print(f"{len(HUGE_CASES)} problems with tensors past 2^31 elements on {runtime.device_name()}")
+        cases = HUGE_CASES
+        print(f"{len(cases)} problems with tensors past 2^31 elements on {runtime.device_name()}")
     else:
+        cases = EDGE_CASES + [draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
         print(f"seed {seed}, {len(EDGE_CASES)} edge cases and {args.cases} drawn on {runtime.device_name()}")
     if route.backend() == "auto":
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
         print("backend auto: torch's reduced-precision reductions off for the run")
-    if args.huge:
-        cases = HUGE_CASES
-    else:
-        cases = EDGE_CASES + [draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
     for i, case in enumerate(cases):
         m, n, k, dtype, hows, bias, act, config = case
         label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
