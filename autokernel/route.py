@@ -10,7 +10,9 @@ of the same architecture speaks too, comparing the two libraries where it was me
 than ``MARGIN`` faster, the layout runs on torch (``torch.mm`` / ``torch.addmm`` and the
 activation in place, as eager PyTorch runs it; ``TorchLaunch``), forward and backward alike.
 A config given by the caller, a tuned entry for exactly the problem, float32, operands with
-no unit stride, and a GPU with no table of its architecture stay on Triton. With
+no unit stride, a GPU with no table of its architecture, and problems whose A or C rows take
+no 16-byte vectors where B's do (cuBLAS's slow paths, which its tables of aligned problems
+do not show) stay on Triton. With
 tuning on first use also on (``autokernel.autotune``), cuBLAS is raced beside the selector's
 best configs on the call's operands instead, and the faster kept. A routed GEMM follows
 torch's precision settings (``torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction``
@@ -237,6 +239,13 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
         # 37 such problems, none where cuBLAS was more than 10 % faster; docs/selector.md).
         return Route("triton", triton_us, None, "A's rows take no 16-byte vectors, where cuBLAS was measured slower "
                      "(its tables hold aligned problems)")
+    if odd_output(n, dtype.itemsize, layout) and not b_odd:
+        # C's rows (N of 50257: GPT-2's vocabulary) take no vectors while B's, along K, do:
+        # there cuBLAS ran 1.4-6.0x slower than the Triton pick on every one of 32 such
+        # problems of an H200 (nt; docs/selector.md), where its tables of aligned problems
+        # predicted it up to 5x faster. (With K unaligned too, not measured: the tables decide.)
+        return Route("triton", triton_us, None, "C's rows take no 16-byte vectors, where cuBLAS was measured "
+                     "slower (its tables hold aligned problems)")
     by_table = []
     tma = select.tma_aligned(m, n, k, dtype, layout)
     for table in tables:
@@ -259,6 +268,14 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
                      f"cuBLAS is predicted {triton_us / cublas_us:.2f}x faster (more than {margin:.0%})", tuple(by_table))
     return Route("triton", triton_us, cublas_us,
                  f"cuBLAS is not predicted more than {margin:.0%} faster ({triton_us / cublas_us:.2f}x)", tuple(by_table))
+
+
+def odd_output(n: int, itemsize: int, layout: str) -> bool:
+    """Whether C's rows (N elements) are no multiple of 16 bytes while B stores its rows
+    along K (a transposed view, nn.Linear's weight: layouts "nt" and "tt"), so that N leaves
+    B's rows aligned. With B row-major ("nn", "tn") its rows are unaligned too; there
+    cuBLAS led the Triton pick on most problems measured, and the tables decide."""
+    return (n * itemsize) % 16 != 0 and layout[1] == "t"
 
 
 def may_run(a: torch.Tensor, b: torch.Tensor) -> bool:

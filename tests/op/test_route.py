@@ -182,6 +182,22 @@ def test_auto_keeps_triton_where_only_a_s_rows_take_no_vectors():
     assert route.decide(2048, 768, 50304, torch.float16, "none", False, h200, aligned, "nn").cublas_us is not None
 
 
+def test_auto_keeps_triton_where_only_c_s_rows_take_no_vectors():
+    """GPT-2's vocabulary projection (N = 50257, nt): the tables, of aligned problems, predict
+    cuBLAS faster; measured, it was 5x slower. With B row-major (nn) its rows are unaligned
+    too and the tables decide, as they do where N is aligned."""
+    h200 = "NVIDIA H200"
+    for layout in ("nt", "tt"):
+        found = best.pick(2048, 50257, 768, torch.float16, "none", False, layout, device=h200, rank=True)
+        where = route.decide(2048, 50257, 768, torch.float16, "none", False, h200, found, layout)
+        assert where.library == "triton" and where.cublas_us is None and "C's rows" in where.reason
+    assert route.odd_output(30522, 2, "nt") and not route.odd_output(30528, 2, "nt")
+    assert not route.odd_output(50257, 2, "nn") and not route.odd_output(50257, 2, "tn")
+    for n, layout in ((50257, "nn"), (50304, "nt")):
+        found = best.pick(2048, n, 768, torch.float16, "none", False, layout, device=h200, rank=True)
+        assert route.decide(2048, n, 768, torch.float16, "none", False, h200, found, layout).cublas_us is not None
+
+
 def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
     assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
     exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]
