@@ -14,8 +14,9 @@ tile loop), ``epilogue_subtile`` (the tile stored in column halves through a hal
 staging buffer) and ``flatten`` (the tile and K loops fused into one pipelined loop).
 
 Descriptors need a 16-byte aligned base, a unit last stride and 16-byte aligned other
-strides; ``tma_operands`` returns None when an operand can't have one, and the caller
-falls back to the pointer kernel.
+strides; ``tma_operands`` returns None when A or B can't have one, and the caller falls back
+to the pointer kernel. Where only C can't (N of 50257 halves), C is stored through pointers
+(``C_PTR``) where K is long enough (``POINTER_C_MIN_K``).
 """
 
 import torch
@@ -34,12 +35,14 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 @triton.jit
 def _store_tile(
-    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
+    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_PTR: tl.constexpr,
 ):
     """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
-    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``."""
+    + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``, or with C_PTR
+    (C's rows no multiple of 16 bytes: no descriptor) by masked stores through the pointer
+    ``c_desc`` with row stride ``stride_c``."""
     offs_n = off_n + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         # Any bias stride (a column of a matrix, a slice); int64: it may be large.
@@ -53,14 +56,20 @@ def _store_tile(
         z_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
         tl.store(z_ptrs, acc.to(z_ptr.dtype.element_ty), mask=z_mask)
     acc = apply_activation(acc, slope, ACTIVATION)
-    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    if C_PTR:
+        offs_cm = off_m + tl.arange(0, BLOCK_M)
+        c_ptrs = c_desc + offs_cm[:, None].to(tl.int64) * stride_c + offs_n[None, :]
+        c_mask = (offs_cm[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptrs, acc.to(c_desc.dtype.element_ty), mask=c_mask)
+    else:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
 @triton.jit
 def _tile_epilogue(
-    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias, slope,
+    acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, C_PTR: tl.constexpr,
 ):
     """The epilogue of one whole tile: in EPILOGUE_SUBTILE column slices (1 or 2)."""
     if EPILOGUE_SUBTILE == 2:
@@ -68,13 +77,13 @@ def _tile_epilogue(
         # [BM, BN] -> [BM, 2, BN/2] -> [BM, BN/2, 2]: split gives the left and right halves.
         halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
         left, right = tl.split(halves)
-        _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
-        _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_zm, stride_zn,
-                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N)
+        _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR)
+        _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_c, stride_zm, stride_zn,
+                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR)
     else:
-        _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N)
+        _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, C_PTR)
 
 
 @triton.jit
@@ -105,11 +114,11 @@ def _k_loop(
 def _descriptors(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c,
     A_TRANS: tl.constexpr, B_TRANS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SUB_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SUB_N: tl.constexpr, C_PTR: tl.constexpr,
 ):
-    """The tensor descriptors of A, B and C. A transposed view is described over its
-    row-major storage and read as [K, M]; C's block is the store's staging buffer, one
-    column slice of SUB_N."""
+    """The tensor descriptors of A, B and C (with C_PTR, C's pointer as it is). A transposed
+    view is described over its row-major storage and read as [K, M]; C's block is the
+    store's staging buffer, one column slice of SUB_N."""
     if A_TRANS:
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M])
     else:
@@ -118,7 +127,10 @@ def _descriptors(
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
     else:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N])
+    if C_PTR:
+        c_desc = c_ptr
+    else:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N])
     return a_desc, b_desc, c_desc
 
 
@@ -134,10 +146,10 @@ def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
 
 @triton.jit
 def _whole_tile(
-    tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias, slope,
-    HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, A_TRANS: tl.constexpr,
+    tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_c, stride_zm, stride_zn, stride_bias,
+    slope, HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, A_TRANS: tl.constexpr,
     B_TRANS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, C_PTR: tl.constexpr,
 ):
     """One output tile with its whole K loop and epilogue: a data-parallel tile of the
     persistent kernels (the plain one, and the stream-K one's whole waves), at
@@ -149,8 +161,8 @@ def _whole_tile(
     off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
-    _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_zm, stride_zn, stride_bias,
-                   slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+    _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
+                   slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE, C_PTR)
 
 
 @triton.jit
@@ -174,10 +186,11 @@ def _matmul_tma_kernel(
     EPILOGUE_SUBTILE: tl.constexpr,
     FLATTEN: tl.constexpr,
     DEVICE_DESCRIPTORS: tl.constexpr,
+    C_PTR: tl.constexpr,
 ):
     if DEVICE_DESCRIPTORS:  # given the operands' pointers: each program describes them itself
         a_desc, b_desc, c_desc = _descriptors(a_desc, b_desc, c_desc, M, N, K, stride_a, stride_b, stride_c, A_TRANS,
-                                              B_TRANS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_N // EPILOGUE_SUBTILE)
+                                              B_TRANS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_N // EPILOGUE_SUBTILE, C_PTR)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     # WARP_SPECIALIZE: a producer warpgroup issues the TMA loads, two consumer warpgroups
@@ -187,9 +200,9 @@ def _matmul_tma_kernel(
     # ignores both.
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
                             warp_specialize=WARP_SPECIALIZE):
-        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                    EPILOGUE_SUBTILE)
+        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_c, stride_zm, stride_zn,
+                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N,
+                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR)
 
 
 SK_SPLIT = 8
@@ -287,7 +300,7 @@ def describe_tail(tiles: int, programs: int, k_tiles: int) -> str:
 def _matmul_tma_streamk_kernel(
     a_desc, b_desc, c_desc, bias_ptr, z_ptr, ws_ptr,
     M, N, K,
-    stride_zm, stride_zn, stride_bias,
+    stride_c, stride_zm, stride_zn, stride_bias,
     slope, dp_tiles, sk_progs, head_steps,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
@@ -303,6 +316,7 @@ def _matmul_tma_streamk_kernel(
     EPILOGUE_SUBTILE: tl.constexpr,
     FLATTEN: tl.constexpr,
     HEAD_AND_TAILS: tl.constexpr,
+    C_PTR: tl.constexpr,
 ):
     """The persistent TMA kernel with a stream-K tail: the first ``dp_tiles`` tiles (whole
     waves) as ``_matmul_tma_kernel`` runs them, then the other tiles (the tail, fewer than
@@ -321,9 +335,9 @@ def _matmul_tma_streamk_kernel(
     pid = tl.program_id(0)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
-        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                    EPILOGUE_SUBTILE)
+        _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_c, stride_zm, stride_zn,
+                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N,
+                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR)
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -423,16 +437,32 @@ def _row_major_view(t: torch.Tensor):
     return None
 
 
+POINTER_C_MIN_K = 2048
+POINTER_C_K_PER_ROW = 4
+"""Where C can have no descriptor, the TMA kernel takes the problem only with a K of at
+least POINTER_C_MIN_K, or of POINTER_C_K_PER_ROW times M (few rows: C's bytes small beside
+B's): its pointer stores of C's unaligned rows cost every tile a fixed time that a long
+K loop hides. On an H200 (fp16/bf16, N off alignment) the TMA kernel ran 1.01-1.40x the
+pointer kernels there, and 0.55-0.89x at 768-1920 K steps with M > K / 4
+(docs/kernel-notes.md, "Where C's rows take no descriptor")."""
+
+
 def tma_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
-    """((a_view, a_trans), (b_view, b_trans)) when A, B and C can all have descriptors."""
-    if a.dtype not in TMA_DTYPES or not (_aligned(a) and _aligned(b) and _aligned(c)):
-        return None
-    if c.stride(1) != 1 or (c.stride(0) * c.element_size()) % 16 != 0:
+    """((a_view, a_trans), (b_view, b_trans), c_described) when A and B can have descriptors
+    and C has unit column stride; None otherwise. ``c_described``: whether C can have one
+    too (16-byte aligned base and rows); where it cannot (N of 50257 halves: GPT-2's
+    vocabulary) the kernel stores C through pointers, where K is long enough
+    (POINTER_C_MIN_K)."""
+    if a.dtype not in TMA_DTYPES or not (_aligned(a) and _aligned(b)) or c.stride(1) != 1:
         return None
     a_op, b_op = _row_major_view(a), _row_major_view(b)
     if a_op is None or b_op is None:
         return None
-    return a_op, b_op
+    described = _aligned(c) and (c.stride(0) * c.element_size()) % 16 == 0
+    m, k = a.shape
+    if not described and k < min(POINTER_C_MIN_K, POINTER_C_K_PER_ROW * m):
+        return None
+    return a_op, b_op, described
 
 
 class _Base:
@@ -482,10 +512,13 @@ class TmaLaunch:
         return found
 
     def descriptors(self, a, b, c) -> tuple:
-        """A's, B's and C's descriptors for these operands (tensors of the launch's layout)."""
+        """A's, B's and C's descriptors for these operands (tensors of the launch's layout);
+        C itself where the launch stores it through pointers (two specs)."""
         if self.interpret:  # the interpreter reads the base tensor itself
-            return tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
-        return self._entry(a, b, c)[0]
+            made = tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
+        else:
+            made = self._entry(a, b, c)[0]
+        return made if len(self.specs) == 3 else (*made, c)
 
     def __call__(self, a, b, c, *tensors) -> None:
         """Launch on these operands; ``tensors``: the kernel's pointer parameters after the
@@ -495,6 +528,8 @@ class TmaLaunch:
             kernel(*self.descriptors(a, b, c), *tensors)
             return
         entry = self._entry(a, b, c)
+        if len(self.specs) < 3:  # C stored through pointers: its pointer follows the descriptors
+            tensors = (c, *tensors)
         if kernel.expand is not None:  # set once, at the launch's first replay
             if entry[1] is None:
                 entry[1] = kernel.expand_descriptors(entry[0])
@@ -532,7 +567,7 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     descriptors themselves (a plain ``KernelLaunch`` of the pointers): Triton 3.6 splits a
     warp-specialized tile's loads between its consumer warpgroups, which a descriptor made
     on the host for the whole tile's block does not allow."""
-    (a_view, a_trans), (b_view, b_trans) = operands
+    (a_view, a_trans), (b_view, b_trans), c_described = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.block_m, config.block_n, config.block_k
@@ -561,23 +596,25 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             EPILOGUE_SUBTILE=config.epilogue_subtile,
             FLATTEN=config.flatten,
             DEVICE_DESCRIPTORS=config.warp_specialize,
+            C_PTR=not c_described,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
     if config.warp_specialize:
         return kernel
-    return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret)
+    return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret)
 
 
-def _specs(a_view, a_trans, b_view, b_trans, c, config) -> tuple:
-    """(shape, strides, block) of A's, B's and C's descriptors."""
+def _specs(a_view, a_trans, b_view, b_trans, c, config, c_described: bool = True) -> tuple:
+    """(shape, strides, block) of A's, B's and C's descriptors; A's and B's alone where C is
+    stored through pointers (not ``c_described``)."""
     bm, bn, bk = config.block_m, config.block_n, config.block_k
-    return (
+    specs = (
         (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
         (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
-        (list(c.shape), [c.stride(0), 1], [bm, bn // config.epilogue_subtile]),
     )
+    return (*specs, (list(c.shape), [c.stride(0), 1], [bm, bn // config.epilogue_subtile])) if c_described else specs
 
 
 def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool, z,
@@ -586,7 +623,7 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     tail's tiles cut along K (``_matmul_tma_streamk_kernel``: ``tail_cut`` says how), then
     the fix-up; where the tiles fill whole waves, or the tail is not worth cutting, the
     plain kernel runs."""
-    (a_view, a_trans), (b_view, b_trans) = operands
+    (a_view, a_trans), (b_view, b_trans), c_described = operands
     M, K = a.shape
     N = b.shape[1]
     bm, bn = config.block_m, config.block_n
@@ -602,10 +639,11 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     kernel = KernelLaunch(
         _matmul_tma_streamk_kernel,
         (programs,),
-        (M, N, K, zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs, head),
+        (M, N, K, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs, head),
         dict(**common, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=interpret and a.dtype == torch.bfloat16,
              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m, NUM_PROGRAMS=programs,
-             EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten, HEAD_AND_TAILS=bool(head)),
+             EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten, HEAD_AND_TAILS=bool(head),
+             C_PTR=not c_described),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
@@ -618,8 +656,8 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
         dict(num_warps=4, num_stages=1),
         c.device, interpret,
     )
-    return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config), interpret, fixup,
-                            sk_progs * bm * bn)
+    return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret,
+                            fixup, sk_progs * bm * bn)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

@@ -52,23 +52,28 @@ def matmul_tma_variants():
     from autokernel.kernels.matmul_tma import _matmul_tma_kernel
 
     bm, bn, bk = 128, 256, 64
-    plain = [(dtype, act, a_trans, b_trans, False, 1, False, 8, 3) for dtype, act, a_trans, b_trans in [
+    plain = [(dtype, act, a_trans, b_trans, False, 1, False, 8, 3, False) for dtype, act, a_trans, b_trans in [
         ("float16", "gelu_tanh", False, True), ("bfloat16", "silu", True, False),
         ("float16", "none", False, False), ("bfloat16", "relu", True, True), ("bfloat16", "gelu", False, True)]]
-    options = [("float16", "none", False, False, True, 1, False, 4, 3),
-               ("bfloat16", "gelu_tanh", False, True, True, 1, False, 4, 3),
-               ("float16", "none", False, False, False, 2, False, 8, 4),
-               ("bfloat16", "leaky_relu", True, True, False, 2, False, 8, 4),
-               ("float16", "none", False, False, False, 1, True, 8, 3),
-               ("bfloat16", "silu", False, True, False, 2, True, 8, 3)]
-    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages in plain + options:
+    options = [("float16", "none", False, False, True, 1, False, 4, 3, False),
+               ("bfloat16", "gelu_tanh", False, True, True, 1, False, 4, 3, False),
+               ("float16", "none", False, False, False, 2, False, 8, 4, False),
+               ("bfloat16", "leaky_relu", True, True, False, 2, False, 8, 4, False),
+               ("float16", "none", False, False, False, 1, True, 8, 3, False),
+               ("bfloat16", "silu", False, True, False, 2, True, 8, 3, False)]
+    # C stored through pointers (its rows no multiple of 16 bytes): plain, flattened with
+    # column halves, and warp-specialized
+    c_ptr = [("float16", "gelu_tanh", False, True, False, 1, False, 8, 3, True),
+             ("bfloat16", "none", True, True, False, 2, True, 8, 3, True),
+             ("float16", "silu", False, True, True, 1, False, 4, 3, True)]
+    for dtype, act, a_trans, b_trans, ws, subtile, flatten, warps, stages, c_ptr in plain + options + c_ptr:
         t = _TYPES[dtype]
         if ws:  # warp-specialized: the programs describe the operands (matmul_tma.plan_matmul_tma)
             descs = {"a_desc": "*" + t, "b_desc": "*" + t, "c_desc": "*" + t}
         else:
             descs = {"a_desc": f"tensordesc<{t}{[bk, bm] if a_trans else [bm, bk]}>",
                      "b_desc": f"tensordesc<{t}{[bn, bk] if b_trans else [bk, bn]}>",
-                     "c_desc": f"tensordesc<{t}{[bm, bn // subtile]}>"}
+                     "c_desc": "*" + t if c_ptr else f"tensordesc<{t}{[bm, bn // subtile]}>"}
         sig = {
             **descs, "bias_ptr": "*" + t, "z_ptr": "*" + t, "M": "i32", "N": "i32", "K": "i32",
             "stride_a": "i32", "stride_b": "i32", "stride_c": "i32", "stride_zm": "i32", "stride_zn": "i32",
@@ -76,10 +81,10 @@ def matmul_tma_variants():
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, WARP_SPECIALIZE=ws,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=ws)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=ws, C_PTR=c_ptr)
         sig.update({name: "constexpr" for name in consts})
         name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
-                f"flatten={flatten} w{warps} s{stages}")
+                f"flatten={flatten} w{warps} s{stages} c_ptr={c_ptr}")
         yield name, _matmul_tma_kernel, sig, consts, {"num_warps": warps, "num_stages": stages}
 
 
@@ -137,23 +142,24 @@ def tma_streamk_variants():
     """The TMA kernel with a stream-K tail and its fix-up (kernels/matmul_tma.py)."""
     from autokernel.kernels.matmul_tma import FIXUP_PIECE, _matmul_tma_streamk_kernel, _streamk_fixup_kernel
 
-    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages), heads in [
-            ("float16", "none", False, True, 1, False, (128, 256, 8, 3), True),
-            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4), False),
-            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4), True)]:
+    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages), heads, c_ptr in [
+            ("float16", "none", False, True, 1, False, (128, 256, 8, 3), True, False),
+            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4), False, False),
+            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4), True, False),
+            ("bfloat16", "relu", False, True, 1, True, (128, 128, 4, 5), False, True)]:
         t = _TYPES[dtype]
         sig = {"a_desc": f"tensordesc<{t}{[64, bm] if a_trans else [bm, 64]}>",
                "b_desc": f"tensordesc<{t}{[bn, 64] if b_trans else [64, bn]}>",
-               "c_desc": f"tensordesc<{t}{[bm, bn // subtile]}>", "bias_ptr": "*" + t, "z_ptr": "*" + t,
-               "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_zm": "i32", "stride_zn": "i32",
-               "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32", "sk_progs": "i32",
-               "head_steps": "i32"}
+               "c_desc": "*" + t if c_ptr else f"tensordesc<{t}{[bm, bn // subtile]}>", "bias_ptr": "*" + t,
+               "z_ptr": "*" + t, "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_c": "i32",
+               "stride_zm": "i32", "stride_zn": "i32", "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32",
+               "sk_progs": "i32", "head_steps": "i32"}
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans,
                       UPCAST=False, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, NUM_PROGRAMS=132,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, HEAD_AND_TAILS=heads)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, HEAD_AND_TAILS=heads, C_PTR=c_ptr)
         sig.update({name: "constexpr" for name in consts})
         yield (f"matmul_tma_streamk {dtype} {act} a_trans={a_trans} b_trans={b_trans} subtile={subtile} "
-               f"flatten={flatten} heads={heads} {bm}x{bn}", _matmul_tma_streamk_kernel, sig, consts,
+               f"flatten={flatten} heads={heads} {bm}x{bn} c_ptr={c_ptr}", _matmul_tma_streamk_kernel, sig, consts,
                {"num_warps": warps, "num_stages": stages})
         sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})

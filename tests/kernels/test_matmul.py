@@ -314,8 +314,8 @@ def test_tma_operands_rules(device):
     a = torch.randn(40, 56).to(device, torch.float16)
     w = torch.randn(72, 56).to(device, torch.float16)
     c = torch.empty(40, 72, dtype=torch.float16, device=device)
-    (av, at), (bv, bt) = tma_operands(a, w.t(), c)
-    assert (at, bt) == (False, True) and bv.shape == (72, 56)
+    (av, at), (bv, bt), c_described = tma_operands(a, w.t(), c)
+    assert (at, bt, c_described) == (False, True, True) and bv.shape == (72, 56)
     assert tma_operands(a[:, 1:], w.t()[1:], c) is None  # base not 16-byte aligned
     assert tma_operands(a.float(), w.t().float(), c.float()) is None  # fp32 stays on the pointer kernel
 
