@@ -548,7 +548,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
                                fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout),
                                b_rows=select.b_row_major(layout), activation=activation,
-                               scalar=select.unvectorized(k, dtype.itemsize, layout))
+                               scalar=select.unvectorized(k, dtype.itemsize, layout, m))
     if exact is not None:
         return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
     if ranked is not None:

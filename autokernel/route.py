@@ -246,6 +246,14 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
         # predicted it up to 5x faster. (With K unaligned too, not measured: the tables decide.)
         return Route("triton", triton_us, None, "C's rows take no 16-byte vectors, where cuBLAS was measured "
                      "slower (its tables hold aligned problems)")
+    if layout[0] == "t" and select.unvectorized(k, dtype.itemsize, layout, m)[0] and not b_odd \
+            and (n * dtype.itemsize) % 16 == 0:
+        # A as a transposed view whose rows, along M, take no vectors (dW's dY^T of a
+        # vocabulary: BERT's 30522 rows), B's and C's aligned: cuBLAS ran 1.1-2.9x slower
+        # than the Triton pick on all 34 such problems of 1024 rows or more measured (H200;
+        # docs/selector.md), its tables of aligned problems predicting it faster.
+        return Route("triton", triton_us, None, "A's rows (a transposed view, along M) take no 16-byte vectors, "
+                     "where cuBLAS was measured slower (its tables hold aligned problems)")
     by_table = []
     tma = select.tma_aligned(m, n, k, dtype, layout)
     for table in tables:

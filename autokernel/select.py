@@ -918,13 +918,23 @@ is its own load, and configs that load more than this per thread ran at a fifth 
 not-8-divisible K on an H200; docs/selector.md, "Operands whose rows take no vectors")."""
 
 
-def unvectorized(k: int, itemsize: int, layout: str) -> tuple[bool, bool]:
+def unvectorized(k: int, itemsize: int, layout: str, m: int | None = None) -> tuple[bool, bool]:
     """(A, B): whether each operand stores its rows along K (A row-major, B as a transposed
     view) with a row length that is not a multiple of 16 bytes, so that its rows take no
-    16-byte vectors (``SCALAR_LOADS_MAX``)."""
+    16-byte vectors (``SCALAR_LOADS_MAX``). With ``m`` given, A as a transposed view counts
+    too where its rows, along M, are such and M >= SCALAR_ROWS_MIN_M."""
     odd = (k * itemsize) % 16 != 0
     a, b = _along_k(layout)
-    return odd and a, odd and b
+    a_along_m = m is not None and not a and m >= SCALAR_ROWS_MIN_M and (m * itemsize) % 16 != 0
+    return (odd and a) or a_along_m, odd and b
+
+
+SCALAR_ROWS_MIN_M = 1024
+"""The fewest rows M for which A as a transposed view with rows along M of no multiple of 16
+bytes (dW's dY^T where the layer's outputs are odd: a vocabulary of 30522 or 50257) counts as
+``unvectorized``. On two fresh draws of such problems on an H200 the bound moved 12 picks from
+1024 rows on, 10 of them 1.2-5.4x faster and 2 0.91-0.92x, and at 87-402 rows 12 picks
+0.21-2.5x (docs/selector.md, "A transposed view whose rows take no vectors")."""
 
 
 SCALAR_SQUARE = KernelConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=8, num_stages=4,
@@ -1146,5 +1156,5 @@ def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype
     cannot score it."""
     choice = choose(model, m, n, k, dtype, tma=tma, default=config, fits=lambda c: c is config,
                     aligned=rows_aligned(k, layout), b_rows=b_row_major(layout), activation=activation,
-                    scalar=unvectorized(k, dtype.itemsize, layout))
+                    scalar=unvectorized(k, dtype.itemsize, layout, m))
     return next((us for us, _, source in choice.scores if source == "default"), None)

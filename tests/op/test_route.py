@@ -198,6 +198,20 @@ def test_auto_keeps_triton_where_only_c_s_rows_take_no_vectors():
         assert route.decide(2048, n, 768, torch.float16, "none", False, h200, found, layout).cublas_us is not None
 
 
+def test_auto_keeps_triton_where_a_transposed_view_s_rows_along_m_take_no_vectors():
+    """BERT-large's vocabulary dW (dY^T of 30522 rows, tn): cuBLAS ran 2.4x slower; below
+    SCALAR_ROWS_MIN_M rows, or with B's rows unaligned too, the tables decide."""
+    from autokernel import select
+
+    h200 = "NVIDIA H200"
+    found = best.pick(30522, 1024, 2048, torch.bfloat16, "none", False, "tn", device=h200, rank=True)
+    where = route.decide(30522, 1024, 2048, torch.bfloat16, "none", False, h200, found, "tn")
+    assert where.library == "triton" and where.cublas_us is None and "transposed view" in where.reason
+    for m, n, layout in ((select.SCALAR_ROWS_MIN_M - 1, 1024, "tn"), (30522, 1023, "tn"), (30528, 1024, "tn")):
+        found = best.pick(m, n, 2048, torch.bfloat16, "none", False, layout, device=h200, rank=True)
+        assert route.decide(m, n, 2048, torch.bfloat16, "none", False, h200, found, layout).cublas_us is not None, m
+
+
 def test_auto_keeps_triton_for_float32_exact_entries_and_gpus_with_no_model():
     assert route.decide(64, 64, 64, torch.float32, "none", False, H100, _pick(64, 64, 64, torch.float32)).library == "triton"
     exact = best.load(best.SHIPPED_DIR / "nvidia-h100-80gb-hbm3.json").entries[0]

@@ -259,6 +259,11 @@ def test_rows_that_take_no_vectors_leave_out_configs_of_many_scalar_loads():
     assert select.unvectorized(50257, 2, "tn") == (False, False)
     assert select.unvectorized(30522, 2, "nt") == (True, True)  # 61044 bytes: 4-byte aligned only
     assert select.unvectorized(4096, 2, "nt") == (False, False) and select.unvectorized(1000, 2, "nt") == (False, False)
+    # A as a transposed view with rows along M (dW's dY^T of BERT's 30522-word vocabulary), from 1024 rows
+    assert select.unvectorized(2048, 2, "tn", m=30522) == (True, False)
+    assert select.unvectorized(2048, 2, "tn", m=30528) == (False, False)  # aligned rows
+    assert select.unvectorized(2048, 2, "tn", m=select.SCALAR_ROWS_MIN_M - 1) == (False, False)  # odd, too few
+    assert select.unvectorized(2048, 2, "nn", m=30522) == (False, False)  # A's rows along K: M does not count
     # A model that predicts a 128-row, 4-warp tile fastest (64 elements of A a thread per K step).
     fast = next(c for c in CANDIDATES if c.variant == "grouped" and c.block_m == 128 and c.block_n == 128
                 and c.split_k == 1 and c.num_warps == 4)
