@@ -442,9 +442,9 @@ POINTER_C_K_PER_ROW = 4
 """Where C can have no descriptor, the TMA kernel takes the problem only with a K of at
 least POINTER_C_MIN_K, or of POINTER_C_K_PER_ROW times M (few rows: C's bytes small beside
 B's): its pointer stores of C's unaligned rows cost every tile a fixed time that a long
-K loop hides. On an H200 (fp16/bf16, N off alignment) the TMA kernel ran 1.01-1.40x the
-pointer kernels there, and 0.55-0.89x at 768-1920 K steps with M > K / 4
-(docs/kernel-notes.md, "Where C's rows take no descriptor")."""
+K loop hides. On an H200 (fp16/bf16, N off alignment, nt) the TMA kernel ran 1.059x the
+pointer kernels' picks there (0.93-1.41x), and 0.773x (0.55-0.91x) at K of 768-1920 with
+M > K / 4 (docs/kernel-notes.md, "Where C's rows take no descriptor")."""
 
 
 def tma_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):

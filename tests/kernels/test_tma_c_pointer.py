@@ -98,3 +98,15 @@ def test_matmul_runs_the_tma_kernel_on_odd_columns(device):
     out = ak.matmul(a, b, bias, "silu", config=cfg())
     ref = reference_activation(a.double() @ b.double() + bias.double(), "silu", 0.0)
     torch.testing.assert_close(out.double(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_an_output_at_a_misaligned_address_is_stored_through_pointers(device):
+    a, b, bias = operands(16, 48, 96, "nt", torch.float16, 4)
+    a, b, bias = a.to(device), b.to(device), bias.to(device)
+    out = torch.full((16 * 48 + 1,), float("nan"), dtype=torch.float16, device=device)[1:].view(16, 48)
+    assert out.data_ptr() % 16 != 0
+    ops = matmul_tma.tma_operands(a, b, out)
+    assert ops is not None and ops[2] is False
+    ak.matmul(a, b, bias, "relu", config=cfg(), out=out)
+    ref = reference_activation(a.double() @ b.double() + bias.double(), "relu", 0.0)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-2, atol=1e-2)
