@@ -91,7 +91,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     """What explain prints for one GEMM on the GPU ``name``: the pick, where it came from,
     why, how a stream-K tail is cut (or None) and the top ``top`` of the ranking."""
     from autokernel import best, route, select
-    from autokernel.kernels.matmul_tma import describe_tail
+    from autokernel.kernels.matmul_tma import TMA_DTYPES, describe_tail
 
     m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
     try:
@@ -111,9 +111,14 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
     where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
     excess = select.epilogue_excess_us(problem.activation, m, n, best.selector_model(name).programs)
+    c_rows = None
+    if (n * problem.torch_dtype.itemsize) % 16 and layout[1] == "t" and problem.torch_dtype in TMA_DTYPES:
+        # C's rows take no descriptor while A's and B's may: the TMA kernel stores C through pointers
+        c_rows = "pointers" if select.tma_aligned(m, n, k, problem.torch_dtype, layout) else "pointer kernels"
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
+            "c_rows_unaligned": c_rows,
             "epilogue_excess_us": None if excess is None else {"tma": excess[0], "pointer": excess[1]},
             "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
                       "cublas_us": where.cublas_us, "reason": where.reason,
@@ -160,6 +165,14 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
                              "include it"), soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
+    if out.get("c_rows_unaligned"):
+        from autokernel.kernels.matmul_tma import POINTER_C_K_PER_ROW, POINTER_C_MIN_K
+
+        how = ("the TMA kernel moves A and B by descriptors and stores C through pointers"
+               if out["c_rows_unaligned"] == "pointers" else
+               f"with K under min({POINTER_C_MIN_K}, {POINTER_C_K_PER_ROW} M) the pointer kernels run it")
+        console.print(escape(f"C's rows ({problem.n} elements) are no multiple of 16 bytes and take no TMA "
+                             f"descriptor: {how}"), soft_wrap=True)
     where = out["route"]
     if where["cublas_us"] is not None:
         runs = "on cuBLAS" if where["library"] == "cublas" else "on Triton"

@@ -370,6 +370,22 @@ def test_explain_says_how_a_picked_stream_k_tail_is_cut(h100):
     assert not plain["config"]["stream_k"] and plain["stream_k_tail"] is None  # whole waves: no tail to describe
 
 
+def test_explain_says_how_c_is_stored_where_its_rows_take_no_descriptor():
+    from autokernel.kernels.matmul_tma import POINTER_C_MIN_K
+
+    def explained(k, n=50257):
+        args = ["explain", "--m", "2048", "--n", str(n), "--k", str(k), "--device", "NVIDIA H200"]
+        json_out = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+        return json_out, CliRunner().invoke(app, args).output
+
+    long_k, text = explained(POINTER_C_MIN_K)
+    assert long_k["c_rows_unaligned"] == "pointers" and "stores C through pointers" in text
+    short_k, text = explained(768)  # GPT-2's vocabulary projection: K under min(2048, 4 M)
+    assert short_k["c_rows_unaligned"] == "pointer kernels" and "the pointer kernels run it" in text
+    aligned, text = explained(768, n=50304)
+    assert aligned["c_rows_unaligned"] is None and "take no TMA descriptor" not in text
+
+
 def test_explain_says_what_the_exact_gelu_epilogue_costs_on_four_warp_tiles(h100):
     args = ["explain", "--m", "2048", "--n", "3072", "--k", "768", "-d", "bf16", "--bias", "--device", "h100"]
     out = json.loads(CliRunner().invoke(app, [*args, "-a", "gelu", "--json"]).stdout)
