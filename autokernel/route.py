@@ -232,8 +232,8 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
     if triton_us is None:
         return Route("triton", None, tables[0].predict_us(m, n, k, dtype.itemsize, epilogue, spec),
                      "the Triton pick has no prediction")
-    a_odd, b_odd = select.unvectorized(k, dtype.itemsize, layout)
-    if a_odd and not b_odd:
+    a_odd, b_odd = select.unvectorized(k, dtype.itemsize, layout, m)  # A's rows along K, or along M where transposed
+    if a_odd and not b_odd and layout[0] == "n":
         # cuBLAS's tables hold aligned problems only; where A's rows take no vectors its own
         # kernels slow down too: on an H200 the Triton pick ran 1.49-1.73x cuBLAS (geomean of
         # 37 such problems, none where cuBLAS was more than 10 % faster; docs/selector.md).
@@ -246,8 +246,7 @@ def decide(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
         # predicted it up to 5x faster. (With K unaligned too, not measured: the tables decide.)
         return Route("triton", triton_us, None, "C's rows take no 16-byte vectors, where cuBLAS was measured "
                      "slower (its tables hold aligned problems)")
-    if layout[0] == "t" and select.unvectorized(k, dtype.itemsize, layout, m)[0] and not b_odd \
-            and (n * dtype.itemsize) % 16 == 0:
+    if a_odd and not b_odd and layout[0] == "t" and (n * dtype.itemsize) % 16 == 0:
         # A as a transposed view whose rows, along M, take no vectors (dW's dY^T of a
         # vocabulary: BERT's 30522 rows), B's and C's aligned: cuBLAS ran 1.1-2.9x slower
         # than the Triton pick on all 34 such problems of 1024 rows or more measured (H200;

@@ -112,7 +112,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
     excess = select.epilogue_excess_us(problem.activation, m, n, best.selector_model(name).programs)
     c_rows = None
-    if (n * problem.torch_dtype.itemsize) % 16 and layout[1] == "t" and problem.torch_dtype in TMA_DTYPES:
+    if route.odd_output(n, problem.torch_dtype.itemsize, layout) and problem.torch_dtype in TMA_DTYPES:
         # C's rows take no descriptor while A's and B's may: the TMA kernel stores C through pointers
         c_rows = "pointers" if select.tma_aligned(m, n, k, problem.torch_dtype, layout) else "pointer kernels"
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,

@@ -606,7 +606,7 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret)
 
 
-def _specs(a_view, a_trans, b_view, b_trans, c, config, c_described: bool = True) -> tuple:
+def _specs(a_view, a_trans, b_view, b_trans, c, config, c_described: bool) -> tuple:
     """(shape, strides, block) of A's, B's and C's descriptors; A's and B's alone where C is
     stored through pointers (not ``c_described``)."""
     bm, bn, bk = config.block_m, config.block_n, config.block_k
