@@ -139,9 +139,13 @@ def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
     """Where tile (pid_m, pid_n)'s boxes start: the last row and column of tiles end at M
     and N where the operands are that large, so that no TMA box lies mostly past an
     operand's end (loaded slowly: on the H100 a 128x128 tile with a long K ran 1.38x slower
-    at M = 388 than so; docs/kernel-notes.md)."""
-    return (tl.minimum(pid_m * BLOCK_M, tl.maximum(M - BLOCK_M, 0)),
-            tl.minimum(pid_n * BLOCK_N, tl.maximum(N - BLOCK_N, 0)))
+    at M = 388 than so; docs/kernel-notes.md), rounded up to 8 elements (16 bytes): M is
+    the contiguous dimension of A as a transposed view, and N of C and of a row-major B, and
+    a box there may start only at a 16-byte boundary (one at an odd element, over rows of
+    padded storage, stopped the H200 with an illegal instruction). The box then ends at
+    most 7 elements past the operand, which the copy engine fills with zeros and clips."""
+    return (tl.minimum(pid_m * BLOCK_M, tl.maximum((M - BLOCK_M + 7) // 8 * 8, 0)),
+            tl.minimum(pid_n * BLOCK_N, tl.maximum((N - BLOCK_N + 7) // 8 * 8, 0)))
 
 
 @triton.jit

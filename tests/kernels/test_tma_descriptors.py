@@ -5,8 +5,12 @@ the operands' addresses, and that keeping them holds no tensor alive."""
 import gc
 import weakref
 
+import pytest
 import torch
+import triton
+import triton.language as tl
 
+from autokernel import plans
 from autokernel.kernels import launch as launch_mod
 from autokernel.kernels import matmul_tma
 from autokernel.kernels.launch import KernelLaunch
@@ -152,3 +156,31 @@ def test_a_launcher_of_another_form_is_called_as_it_is(monkeypatch):
     monkeypatch.setattr(KernelLaunch, "__call__", lambda self, *args: called.append(args))
     launch(a, b, c, c, c)
     assert called == [(*launch.descriptors(a, b, c), c, c)] and not filled
+
+
+@triton.jit
+def _origins_kernel(out_ptr, M, N, TILES_N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    off_m, off_n = matmul_tma._tile_origin(pid // TILES_N, pid % TILES_N, M, N, BLOCK_M, BLOCK_N)
+    tl.store(out_ptr + 2 * pid, off_m)
+    tl.store(out_ptr + 2 * pid + 1, off_n)
+
+
+@pytest.mark.skipif(not plans.runtime.INTERPRETER, reason="reads tile origins on the interpreter")
+@pytest.mark.parametrize("block", [(64, 128), (128, 256), (16, 32)])
+@pytest.mark.parametrize("m,n", [(11081, 1001), (1081, 2000), (388, 129), (5, 7), (200, 264), (129, 1000)])
+def test_tile_origins_start_on_16_bytes_and_cover_the_edges(block, m, n):
+    """A box's start along the contiguous dimension of A as a transposed view (M), of C and of
+    a row-major B (N) at an odd element stopped the H200 (an illegal instruction), over rows of
+    padded storage: every origin is a multiple of 8 elements, no later than the tile's own
+    start, and the box reaches the tile's end (or the operand's)."""
+    bm, bn = block
+    tiles_m, tiles_n = -(-m // bm), -(-n // bn)
+    out = torch.zeros(2 * tiles_m * tiles_n, dtype=torch.int32)
+    _origins_kernel[(tiles_m * tiles_n,)](out, m, n, tiles_n, bm, bn)
+    origins = out.view(-1, 2).tolist()
+    for pid, (off_m, off_n) in enumerate(origins):
+        for off, p, block_, size in ((off_m, pid // tiles_n, bm, m), (off_n, pid % tiles_n, bn, n)):
+            assert off % 8 == 0 and 0 <= off <= p * block_
+            assert off + block_ >= min((p + 1) * block_, size)  # covers the tile
+            assert off + block_ - size < 8 or off == p * block_  # moved back: ends at most 7 past
