@@ -209,15 +209,17 @@ route.ON_CHANGE.append(clear_launch_cache)
 
 
 class GemmPlan:
-    """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``)."""
+    """One GEMM layout's launch: out [M, N] (and Z beside it when ``store_z``); with ``pad``
+    (``Padding``) the launch is of the operands' padded copies, made on each call."""
 
-    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard", "extents")
+    __slots__ = ("shape", "dtype", "device", "store_z", "launch", "guard", "extents", "pad")
 
     def __init__(self, shape, dtype, device, store_z: bool, launch):
         self.shape, self.dtype, self.device, self.store_z, self.launch = shape, dtype, device, store_z, launch
         # Only a machine of several GPUs can launch on the wrong one: skip the check elsewhere.
         self.guard = device.type == "cuda" and torch.cuda.device_count() > 1
         self.extents = None
+        self.pad = None
 
     def run(self, a, b, bias, out=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(out, Z or None) for operands of this plan's layout, or tensors that share their
@@ -253,6 +255,8 @@ class GemmPlan:
                     _check_out_memory(out, {name: t})
 
     def fire(self, a, b, out, bias, z) -> None:
+        if self.pad is not None:
+            a, b = self.pad(a, b)
         args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
         if self.guard and self.device.index != torch.cuda.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
@@ -283,11 +287,107 @@ def cached_plan(key, build):
     return plan
 
 
+PAD_MIN_REUSE = 64
+"""The fewest columns of C (rows, for B) that reuse each element of an operand for ``Padding``
+to copy it: below, the copy is a large share of a memory-bound problem's traffic (16 x 896 x
+12029 with the weight copied ran 0.46x as fast)."""
+PAD_MIN_FLOP = 5e8
+"""The least work (2 M N K) for which ``Padding`` copies an operand: below, the copy's own
+launch is a large share of the time (91 x 512 x 3075 ran 0.89x as fast)."""
+PAD_MIN_ROWS = 16
+"""The fewest rows M for which ``Padding`` copies an operand: the copies' pick is then a thin
+TMA tile, whose 64-row box the model rates too well at a few rows (docs/kernel-notes.md, "Rows
+of a TMA box past M cost more than rows in M"): at M = 8 two problems ran 0.46x and 0.88x as
+fast as on the operands as they were, from M = 20 on they ran 1.3-2.1x faster."""
+
+
+def rows_unaligned(t: torch.Tensor) -> bool:
+    """Whether a 2-D operand read in place (one unit stride, both dimensions above 1) has rows,
+    along that stride, that take no 16-byte vectors: its other stride or its base address no
+    multiple of 16 bytes. The pointer kernels then load it an element at a time and the TMA
+    kernel cannot describe it."""
+    if min(t.shape) < 2:
+        return False
+    s0, s1 = t.stride()
+    lead = s0 if s1 == 1 else s1 if s0 == 1 else None
+    return lead is not None and ((lead * t.element_size()) % 16 != 0 or t.data_ptr() % 16 != 0)
+
+
+def padded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` (a unit stride) of the same shape in a fresh buffer whose rows, along
+    that stride, start at 16-byte boundaries: a row-major copy of rows padded to a multiple of
+    16 bytes, or the transposed view of one (the padding is never read)."""
+    if t.stride(1) != 1:
+        return padded(t.t()).t()
+    rows, cols = t.shape
+    per = 16 // t.element_size()
+    view = t.new_empty(rows, -(-cols // per) * per)[:, :cols]
+    view.copy_(t)
+    return view
+
+
+class Padding:
+    """Which operands of a layout are copied before each launch (``padded``), and the views
+    the plan was made for (linear passes its weight for ``weight.t()``, a tensor sharing its
+    data: the view is made again from it). Measured on an H200 against the pick on the
+    operands as they were (docs/selector.md, "Operands copied into aligned rows"): 24 GEMMs
+    with K off 16-byte rows, 1.30-5.75x faster (geomean 2.47); a second draw with vocabulary
+    GEMMs and transposed views of odd M, 26 padded, 1.70x (0.77-3.91), 2 of them slower."""
+
+    __slots__ = ("a", "b", "a_view", "b_view")
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, pad_a: bool, pad_b: bool):
+        self.a, self.b = pad_a, pad_b
+        self.a_view = (a.shape, a.stride())
+        self.b_view = (b.shape, b.stride())
+
+    @staticmethod
+    def of(a: torch.Tensor, b: torch.Tensor, m: int, n: int, k: int) -> "Padding | None":
+        """The padding of a [M, K] @ [K, N] GEMM of 16-bit operands: each operand whose rows
+        take no 16-byte vectors (``rows_unaligned``), where enough columns of C reuse it
+        (PAD_MIN_REUSE), M is at least PAD_MIN_ROWS and the work at least PAD_MIN_FLOP; None
+        where none is."""
+        if a.dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
+            return None
+        pad_a = n >= PAD_MIN_REUSE and rows_unaligned(a)
+        pad_b = m >= PAD_MIN_REUSE and rows_unaligned(b)
+        return Padding(a, b, pad_a, pad_b) if pad_a or pad_b else None
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.a:
+            if (a.shape, a.stride()) != self.a_view:
+                a = a.as_strided(*self.a_view)
+            a = padded(a)
+        if self.b:
+            if (b.shape, b.stride()) != self.b_view:
+                b = b.as_strided(*self.b_view)
+            b = padded(b)
+        return a, b
+
+
+def padding_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> tuple[bool, bool]:
+    """``Padding.of``'s answer (A, B) for a problem's operands as ``Problem.make_inputs``
+    stores them (rows along K for A row-major and B a transposed view, along M and N
+    otherwise): for ``autokernel explain``, which has no tensors."""
+    if dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
+        return False, False
+    size = dtype.itemsize
+    a_lead = k if layout[0] == "n" else m
+    b_lead = n if layout[1] == "n" else k
+    return (n >= PAD_MIN_REUSE and min(m, k) > 1 and (a_lead * size) % 16 != 0,
+            m >= PAD_MIN_REUSE and min(k, n) > 1 and (b_lead * size) % 16 != 0)
+
+
 def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
     slope = check_slope(slope)
     m, k = a.shape
     n = b.shape[1]
     launch = None
+    if config is None and m > 0 and n > 0 and (pad := Padding.of(a, b, m, n, k)) is not None:
+        # the plan of the padded copies' layout (their rows aligned: no padding again)
+        plan = _make_plan(*pad(a, b), bias, act, slope, None, out, store_z)
+        plan.pad = pad
+        return plan
     if m > 0 and n > 0:
         # Layout stand-ins for the outputs this plan allocates (fresh: contiguous, aligned).
         c = out if out is not None else a.new_empty(m, n)

@@ -90,13 +90,15 @@ def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
 def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     """What explain prints for one GEMM on the GPU ``name``: the pick, where it came from,
     why, how a stream-K tail is cut (or None) and the top ``top`` of the ranking."""
-    from autokernel import best, route, select
+    from autokernel import best, plans, route, select
     from autokernel.kernels.matmul_tma import TMA_DTYPES, describe_tail
 
     m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
+    pads = plans.padding_for(m, n, k, problem.torch_dtype, layout)
     try:
+        # padded copies take TMA descriptors (the GPUs with a fitted model have the TMA kernel)
         found = best.pick(m, n, k, problem.torch_dtype, problem.activation, problem.bias, layout, device=name,
-                          store_z=store_z, rank=True)
+                          store_z=store_z, rank=True, tma=True if any(pads) else None)
     except ConfigError as exc:
         fail(str(exc))
     if found.choice is None:
@@ -119,6 +121,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
             "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "c_rows_unaligned": c_rows,
+            "padded": [name for name, pad in zip("AB", pads) if pad],
             "epilogue_excess_us": None if excess is None else {"tma": excess[0], "pointer": excess[1]},
             "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
                       "cublas_us": where.cublas_us, "reason": where.reason,
@@ -165,6 +168,11 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
                              "include it"), soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
+    if out.get("padded"):
+        which = " and ".join(out["padded"])
+        console.print(escape(f"{which}'s rows are no multiple of 16 bytes: each call copies "
+                             f"{'them' if len(out['padded']) > 1 else 'it'} first into rows that are, and the "
+                             "pick runs on the copies (autokernel.plans.Padding)"), soft_wrap=True)
     if out.get("c_rows_unaligned"):
         from autokernel.kernels.matmul_tma import POINTER_C_K_PER_ROW, POINTER_C_MIN_K
 

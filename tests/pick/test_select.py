@@ -386,6 +386,28 @@ def test_explain_says_how_c_is_stored_where_its_rows_take_no_descriptor():
     assert aligned["c_rows_unaligned"] is None and "take no TMA descriptor" not in text
 
 
+def test_explain_says_which_operands_are_copied_and_picks_for_the_copies():
+    """GPT-2's dX (K = 50257, the vocabulary: A's rows odd) copies A; its pick is the one the
+    copies' layout gets (TMA configs where the GPU has the kernel); a decode problem with the
+    weight's rows odd copies nothing (the copy would double a memory-bound problem's reads)."""
+    from autokernel import plans
+
+    def explained(*args):
+        args = ["explain", *args, "--device", "NVIDIA H200"]
+        return json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout), CliRunner().invoke(app, args).output
+
+    dx, text = explained("--m", "2048", "--n", "768", "--k", "50257", "--layout", "nn")
+    assert dx["padded"] == ["A"] and "each call copies it first" in text
+    assert dx["config"] == best.pick(2048, 768, 50257, torch.float16, layout="nn", device="NVIDIA H200",
+                                     tma=True).config.model_dump()
+    decode, text = explained("--m", "16", "--n", "4096", "--k", "4095", "--layout", "nt")
+    assert decode["padded"] == ["A"] and plans.padding_for(16, 4096, 4095, torch.float16, "nt") == (True, False)
+    few, text = explained("--m", str(plans.PAD_MIN_ROWS - 1), "--n", "8192", "--k", "8191", "--layout", "nt")
+    assert few["padded"] == [] and "copies" not in text
+    aligned, text = explained("--m", "2048", "--n", "768", "--k", "50304", "--layout", "nn")
+    assert aligned["padded"] == [] and "copies" not in text
+
+
 def test_explain_says_what_the_exact_gelu_epilogue_costs_on_four_warp_tiles(h100):
     args = ["explain", "--m", "2048", "--n", "3072", "--k", "768", "-d", "bf16", "--bias", "--device", "h100"]
     out = json.loads(CliRunner().invoke(app, [*args, "-a", "gelu", "--json"]).stdout)
