@@ -135,17 +135,21 @@ def _descriptors(
 
 
 @triton.jit
-def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_TRANS: tl.constexpr,
+                 B_TRANS: tl.constexpr, C_PTR: tl.constexpr):
     """Where tile (pid_m, pid_n)'s boxes start: the last row and column of tiles end at M
     and N where the operands are that large, so that no TMA box lies mostly past an
     operand's end (loaded slowly: on the H100 a 128x128 tile with a long K ran 1.38x slower
-    at M = 388 than so; docs/kernel-notes.md), rounded up to 8 elements (16 bytes): M is
-    the contiguous dimension of A as a transposed view, and N of C and of a row-major B, and
-    a box there may start only at a 16-byte boundary (one at an odd element, over rows of
-    padded storage, stopped the H200 with an illegal instruction). The box then ends at
-    most 7 elements past the operand, which the copy engine fills with zeros and clips."""
-    return (tl.minimum(pid_m * BLOCK_M, tl.maximum((M - BLOCK_M + 7) // 8 * 8, 0)),
-            tl.minimum(pid_n * BLOCK_N, tl.maximum((N - BLOCK_N + 7) // 8 * 8, 0)))
+    at M = 388 than so; docs/kernel-notes.md). Along a described operand's contiguous
+    dimension (M for A as a transposed view; N for a row-major B and for C where it has a
+    descriptor) the start is rounded up to 8 elements (16 bytes): a box may start there only
+    at a 16-byte boundary (one at an odd element, over rows of padded storage, stopped the
+    H200 with an illegal instruction). The box then ends at most 7 elements past the
+    operand, which the copy engine fills with zeros and clips."""
+    ALIGN_M: tl.constexpr = 8 if A_TRANS else 1
+    ALIGN_N: tl.constexpr = 8 if (not B_TRANS or not C_PTR) else 1
+    return (tl.minimum(pid_m * BLOCK_M, tl.maximum((M - BLOCK_M + ALIGN_M - 1) // ALIGN_M * ALIGN_M, 0)),
+            tl.minimum(pid_n * BLOCK_N, tl.maximum((N - BLOCK_N + ALIGN_N - 1) // ALIGN_N * ALIGN_N, 0)))
 
 
 @triton.jit
@@ -162,7 +166,7 @@ def _whole_tile(
     before it in the tile order, so they are whole tiles too (the stream-K tail is the
     order's last tiles)."""
     pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
     _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
@@ -358,7 +362,7 @@ def _matmul_tma_streamk_kernel(
                               tl.where(t < sk_tiles, k_tiles, k_first))
             t = tl.minimum(t, sk_tiles - 1)
             pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-            off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+            off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
             slot = tl.where(head, pid, head_slots + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
@@ -374,7 +378,7 @@ def _matmul_tma_streamk_kernel(
         k_first = (chunk * k_tiles) // chunks
         k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
         pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+        off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
         if pid < sk_progs:
@@ -396,6 +400,9 @@ def _streamk_fixup_kernel(
     GROUP_M: tl.constexpr,
     FIX_M: tl.constexpr,
     FIX_N: tl.constexpr,
+    A_TRANS: tl.constexpr,
+    B_TRANS: tl.constexpr,
+    C_PTR: tl.constexpr,
 ):
     """One program per FIX_M x FIX_N piece of a tail tile of ``_matmul_tma_streamk_kernel``:
     the piece of its chunks' partials summed in chunk order (the same sum every launch),
@@ -417,7 +424,7 @@ def _streamk_fixup_kernel(
     pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # The partials are of the tile at _tile_origin: the rows and columns it shares with
     # the tile before it are that tile's to store (masked out here).
-    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
     store_epilogue(acc, off_m + offs_m, off_n + offs_n, M, N, c_ptr, stride_cm, 1, bias_ptr, stride_bias, z_ptr,
                    stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, True,
                    pid_m * BLOCK_M, pid_n * BLOCK_N, True)
@@ -656,7 +663,8 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
         _streamk_fixup_kernel,
         ((tiles - dp_tiles) * (bm // fix_m) * (bn // fix_n),),
         (M, N, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
-        dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m, FIX_M=fix_m, FIX_N=fix_n),
+        dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m, FIX_M=fix_m, FIX_N=fix_n, A_TRANS=a_trans,
+             B_TRANS=b_trans, C_PTR=not c_described),
         dict(num_warps=4, num_stages=1),
         c.device, interpret,
     )

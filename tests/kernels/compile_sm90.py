@@ -165,7 +165,7 @@ def tma_streamk_variants():
         sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
         sig.update(slope="fp32", dp_tiles="i32", sk_progs="i32")
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8,
-                      FIX_M=FIXUP_PIECE[0], FIX_N=FIXUP_PIECE[1])
+                      FIX_M=FIXUP_PIECE[0], FIX_N=FIXUP_PIECE[1], A_TRANS=a_trans, B_TRANS=b_trans, C_PTR=c_ptr)
         sig.update({name: "constexpr" for name in consts})
         yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 4}
 

@@ -159,28 +159,37 @@ def test_a_launcher_of_another_form_is_called_as_it_is(monkeypatch):
 
 
 @triton.jit
-def _origins_kernel(out_ptr, M, N, TILES_N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _origins_kernel(out_ptr, M, N, TILES_N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_TRANS: tl.constexpr,
+                    B_TRANS: tl.constexpr, C_PTR: tl.constexpr):
     pid = tl.program_id(0)
-    off_m, off_n = matmul_tma._tile_origin(pid // TILES_N, pid % TILES_N, M, N, BLOCK_M, BLOCK_N)
+    off_m, off_n = matmul_tma._tile_origin(pid // TILES_N, pid % TILES_N, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS,
+                                           C_PTR)
     tl.store(out_ptr + 2 * pid, off_m)
     tl.store(out_ptr + 2 * pid + 1, off_n)
 
 
 @pytest.mark.skipif(not plans.runtime.INTERPRETER, reason="reads tile origins on the interpreter")
+@pytest.mark.parametrize("flags", [(True, False, False), (False, True, False), (False, True, True), (True, True, True)])
 @pytest.mark.parametrize("block", [(64, 128), (128, 256), (16, 32)])
 @pytest.mark.parametrize("m,n", [(11081, 1001), (1081, 2000), (388, 129), (5, 7), (200, 264), (129, 1000)])
-def test_tile_origins_start_on_16_bytes_and_cover_the_edges(block, m, n):
+def test_tile_origins_start_on_16_bytes_along_described_contiguous_rows(flags, block, m, n):
     """A box's start along the contiguous dimension of A as a transposed view (M), of C and of
     a row-major B (N) at an odd element stopped the H200 (an illegal instruction), over rows of
-    padded storage: every origin is a multiple of 8 elements, no later than the tile's own
-    start, and the box reaches the tile's end (or the operand's)."""
+    padded storage: there every origin is a multiple of 8 elements; elsewhere (A row-major;
+    N where B is a transposed view and C has no descriptor) the last tile ends at the edge
+    as before. Every origin is no later than its tile's own start, and the box reaches the
+    tile's end (or the operand's)."""
+    a_trans, b_trans, c_ptr = flags
     bm, bn = block
     tiles_m, tiles_n = -(-m // bm), -(-n // bn)
     out = torch.zeros(2 * tiles_m * tiles_n, dtype=torch.int32)
-    _origins_kernel[(tiles_m * tiles_n,)](out, m, n, tiles_n, bm, bn)
+    _origins_kernel[(tiles_m * tiles_n,)](out, m, n, tiles_n, bm, bn, a_trans, b_trans, c_ptr)
     origins = out.view(-1, 2).tolist()
+    align = (8 if a_trans else 1, 8 if not (b_trans and c_ptr) else 1)
     for pid, (off_m, off_n) in enumerate(origins):
-        for off, p, block_, size in ((off_m, pid // tiles_n, bm, m), (off_n, pid % tiles_n, bn, n)):
-            assert off % 8 == 0 and 0 <= off <= p * block_
+        for off, p, block_, size, step in ((off_m, pid // tiles_n, bm, m, align[0]),
+                                           (off_n, pid % tiles_n, bn, n, align[1])):
+            assert off % step == 0 and 0 <= off <= p * block_
             assert off + block_ >= min((p + 1) * block_, size)  # covers the tile
-            assert off + block_ - size < 8 or off == p * block_  # moved back: ends at most 7 past
+            if off < p * block_:  # moved back: ends at the edge, or at most 7 past it where aligned
+                assert 0 <= off + block_ - size < step or (off == 0 and size < block_)
