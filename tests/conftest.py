@@ -1,4 +1,6 @@
 import os
+import signal
+import threading
 
 # Kernels run under Triton's interpreter in the suite, on a GPU machine too unless
 # TRITON_INTERPRET=0 is set (autokernel.runtime chooses it by itself on a CPU machine).
@@ -20,6 +22,17 @@ def _isolated_history(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "autokernel-cache"))
     monkeypatch.delenv("AUTOKERNEL_CONFIG", raising=False)
     monkeypatch.delenv("AUTOKERNEL_BACKEND", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _default_ctrl_c():
+    """Every test starts with Python's own Ctrl-C (a KeyboardInterrupt in the main thread).
+    Starting a local Ray (the cluster tests' module fixture) leaves SIGINT ignored in the
+    process, and so did a run around the broad-suite test: the Ctrl-C tests that ran after
+    them in the same worker saw no interrupt (which worker runs what depends on timing)."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
