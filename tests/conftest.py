@@ -27,9 +27,9 @@ def _isolated_history(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _default_ctrl_c():
     """Every test starts with Python's own Ctrl-C (a KeyboardInterrupt in the main thread).
-    Starting a local Ray (the cluster tests' module fixture) leaves SIGINT ignored in the
-    process, and so did a run around the broad-suite test: the Ctrl-C tests that ran after
-    them in the same worker saw no interrupt (which worker runs what depends on timing)."""
+    A probe of a full run found SIGINT left ignored after the cluster tests (their module
+    starts a local Ray) and after the broad-suite test (cause not found): the Ctrl-C tests an
+    xdist worker ran after them saw no interrupt (which worker runs what depends on timing)."""
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         signal.signal(signal.SIGINT, signal.default_int_handler)
