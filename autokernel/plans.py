@@ -347,10 +347,7 @@ class Padding:
         take no 16-byte vectors (``rows_unaligned``), where enough columns of C reuse it
         (PAD_MIN_REUSE), M is at least PAD_MIN_ROWS and the work at least PAD_MIN_FLOP; None
         where none is."""
-        if a.dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
-            return None
-        pad_a = n >= PAD_MIN_REUSE and rows_unaligned(a)
-        pad_b = m >= PAD_MIN_REUSE and rows_unaligned(b)
+        pad_a, pad_b = _padded_operands(m, n, k, a.dtype, lambda: rows_unaligned(a), lambda: rows_unaligned(b))
         return Padding(a, b, pad_a, pad_b) if pad_a or pad_b else None
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -369,13 +366,19 @@ def padding_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> tupl
     """``Padding.of``'s answer (A, B) for a problem's operands as ``Problem.make_inputs``
     stores them (rows along K for A row-major and B a transposed view, along M and N
     otherwise): for ``autokernel explain``, which has no tensors."""
-    if dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
-        return False, False
     size = dtype.itemsize
     a_lead = k if layout[0] == "n" else m
     b_lead = n if layout[1] == "n" else k
-    return (n >= PAD_MIN_REUSE and min(m, k) > 1 and (a_lead * size) % 16 != 0,
-            m >= PAD_MIN_REUSE and min(k, n) > 1 and (b_lead * size) % 16 != 0)
+    return _padded_operands(m, n, k, dtype, lambda: min(m, k) > 1 and (a_lead * size) % 16 != 0,
+                            lambda: min(k, n) > 1 and (b_lead * size) % 16 != 0)
+
+
+def _padded_operands(m: int, n: int, k: int, dtype: torch.dtype, a_unaligned, b_unaligned) -> tuple[bool, bool]:
+    """The rule of ``Padding.of`` and ``padding_for``: (A copied, B copied), given whether each
+    operand's rows take no 16-byte vectors (asked only where the rest of the rule holds)."""
+    if dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
+        return False, False
+    return n >= PAD_MIN_REUSE and a_unaligned(), m >= PAD_MIN_REUSE and b_unaligned()
 
 
 def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
