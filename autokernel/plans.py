@@ -7,13 +7,14 @@ resolved, kernel launch built), kept per layout so that a later call costs a dic
 from __future__ import annotations
 
 import numbers
+import threading
 
 import torch
 
 from autokernel import autotune, best, route, runtime, select
 from autokernel.config import KernelConfig, check_fits
 from autokernel.kernels import matmul as grouped
-from autokernel.kernels import matmul_tma, splitk, streamk
+from autokernel.kernels import aligned, matmul_tma, splitk, streamk
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KERNEL_DEVICE_TYPE = runtime.kernel_device().type
@@ -255,14 +256,21 @@ class GemmPlan:
                     _check_out_memory(out, {name: t})
 
     def fire(self, a, b, out, bias, z) -> None:
-        if self.pad is not None:
-            a, b = self.pad(a, b)
-        args = (a, b, out, bias if bias is not None else out, z if z is not None else out)
         if self.guard and self.device.index != torch.cuda.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
-                self.launch(*args)
+                self._fire(a, b, out, bias, z)
         else:
-            self.launch(*args)
+            self._fire(a, b, out, bias, z)
+
+    def _fire(self, a, b, out, bias, z) -> None:
+        if self.pad is not None:
+            # The copies may live in the stream's buffer: another thread's copy on the same
+            # stream must not land between this copy and the launch that reads it.
+            with _PADDED_LAUNCH:
+                a, b = self.pad(a, b)
+                self.launch(a, b, out, bias if bias is not None else out, z if z is not None else out)
+            return
+        self.launch(a, b, out, bias if bias is not None else out, z if z is not None else out)
 
 
 def gemm_plan(a, b, bias, act: str, slope: float, config: KernelConfig | None, store_z: bool = False) -> GemmPlan:
@@ -287,6 +295,8 @@ def cached_plan(key, build):
     return plan
 
 
+_PADDED_LAUNCH = threading.Lock()
+
 PAD_MIN_REUSE = 64
 """The fewest columns of C (rows, for B) that reuse each element of an operand for ``Padding``
 to copy it: below, the copy is a large share of a memory-bound problem's traffic (16 x 896 x
@@ -299,6 +309,12 @@ PAD_MIN_ROWS = 16
 TMA tile, whose 64-row box the model rates too well at a few rows (docs/kernel-notes.md, "Rows
 of a TMA box past M cost more than rows in M"): at M = 8 two problems ran 0.46x and 0.88x as
 fast as on the operands as they were, from M = 20 on they ran 1.3-2.1x faster."""
+PAD_A_ALONE_MIN_ROWS = 32
+"""The fewest rows M for which ``Padding`` copies A while B's rows stay unaligned (B reused by
+fewer than PAD_MIN_REUSE rows: nn.Linear's weight with an odd K at a few tokens). B's element
+loads then bound the kernel, and at 16-24 rows A's copy gained nothing (six problems 0.85-1.01x,
+the 32-row tiles slower with A loaded in vectors), where at 38-61 rows it ran 1.09-1.32x
+(four problems; H200, docs/selector.md, "Operands copied into aligned rows")."""
 
 
 def rows_unaligned(t: torch.Tensor) -> bool:
@@ -313,33 +329,22 @@ def rows_unaligned(t: torch.Tensor) -> bool:
     return lead is not None and ((lead * t.element_size()) % 16 != 0 or t.data_ptr() % 16 != 0)
 
 
-def padded(t: torch.Tensor) -> torch.Tensor:
-    """A copy of ``t`` (a unit stride) of the same shape in a fresh buffer whose rows, along
-    that stride, start at 16-byte boundaries: a row-major copy of rows padded to a multiple of
-    16 bytes, or the transposed view of one (the padding is never read)."""
-    if t.stride(1) != 1:
-        return padded(t.t()).t()
-    rows, cols = t.shape
-    per = 16 // t.element_size()
-    view = t.new_empty(rows, -(-cols // per) * per)[:, :cols]
-    view.copy_(t)
-    return view
-
-
 class Padding:
-    """Which operands of a layout are copied before each launch (``padded``), and the views
-    the plan was made for (linear passes its weight for ``weight.t()``, a tensor sharing its
+    """Which operands of a layout are copied before each launch into rows that start on
+    16-byte boundaries (``aligned.AlignedCopy``: one launch for both), and the views the
+    plan was made for (linear passes its weight for ``weight.t()``, a tensor sharing its
     data: the view is made again from it). Measured on an H200 against the pick on the
     operands as they were (docs/selector.md, "Operands copied into aligned rows"): 24 GEMMs
     with K off 16-byte rows, 1.30-5.75x faster (geomean 2.47); a second draw with vocabulary
     GEMMs and transposed views of odd M, 26 padded, 1.70x (0.77-3.91), 2 of them slower."""
 
-    __slots__ = ("a", "b", "a_view", "b_view")
+    __slots__ = ("a", "b", "a_view", "b_view", "copy")
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, pad_a: bool, pad_b: bool):
         self.a, self.b = pad_a, pad_b
         self.a_view = (a.shape, a.stride())
         self.b_view = (b.shape, b.stride())
+        self.copy = aligned.AlignedCopy(a, b, pad_a, pad_b, runtime.INTERPRETER)
 
     @staticmethod
     def of(a: torch.Tensor, b: torch.Tensor, m: int, n: int, k: int) -> "Padding | None":
@@ -351,26 +356,27 @@ class Padding:
         return Padding(a, b, pad_a, pad_b) if pad_a or pad_b else None
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.a:
-            if (a.shape, a.stride()) != self.a_view:
-                a = a.as_strided(*self.a_view)
-            a = padded(a)
-        if self.b:
-            if (b.shape, b.stride()) != self.b_view:
-                b = b.as_strided(*self.b_view)
-            b = padded(b)
-        return a, b
+        if self.a and (a.shape, a.stride()) != self.a_view:
+            a = a.as_strided(*self.a_view)
+        if self.b and (b.shape, b.stride()) != self.b_view:
+            b = b.as_strided(*self.b_view)
+        return self.copy(a, b)
 
 
 def padding_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> tuple[bool, bool]:
     """``Padding.of``'s answer (A, B) for a problem's operands as ``Problem.make_inputs``
-    stores them (rows along K for A row-major and B a transposed view, along M and N
-    otherwise): for ``autokernel explain``, which has no tensors."""
+    stores them (``rows_unaligned_for``): for ``autokernel explain``, which has no tensors."""
+    a_unaligned, b_unaligned = rows_unaligned_for(m, n, k, dtype, layout)
+    return _padded_operands(m, n, k, dtype, lambda: a_unaligned, lambda: b_unaligned)
+
+
+def rows_unaligned_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> tuple[bool, bool]:
+    """``rows_unaligned`` of A and B as ``Problem.make_inputs`` stores them: rows along K for
+    A row-major and B a transposed view, along M and N otherwise, on aligned bases."""
     size = dtype.itemsize
     a_lead = k if layout[0] == "n" else m
     b_lead = n if layout[1] == "n" else k
-    return _padded_operands(m, n, k, dtype, lambda: min(m, k) > 1 and (a_lead * size) % 16 != 0,
-                            lambda: min(k, n) > 1 and (b_lead * size) % 16 != 0)
+    return min(m, k) > 1 and (a_lead * size) % 16 != 0, min(k, n) > 1 and (b_lead * size) % 16 != 0
 
 
 def _padded_operands(m: int, n: int, k: int, dtype: torch.dtype, a_unaligned, b_unaligned) -> tuple[bool, bool]:
@@ -378,7 +384,9 @@ def _padded_operands(m: int, n: int, k: int, dtype: torch.dtype, a_unaligned, b_
     operand's rows take no 16-byte vectors (asked only where the rest of the rule holds)."""
     if dtype not in matmul_tma.TMA_DTYPES or m < PAD_MIN_ROWS or 2.0 * m * n * k < PAD_MIN_FLOP:
         return False, False
-    return n >= PAD_MIN_REUSE and a_unaligned(), m >= PAD_MIN_REUSE and b_unaligned()
+    pad_b = m >= PAD_MIN_REUSE and b_unaligned()
+    pad_a = n >= PAD_MIN_REUSE and a_unaligned() and (pad_b or m >= PAD_A_ALONE_MIN_ROWS or not b_unaligned())
+    return pad_a, pad_b
 
 
 def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:

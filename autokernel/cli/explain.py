@@ -95,10 +95,13 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
 
     m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
     pads = plans.padding_for(m, n, k, problem.torch_dtype, layout)
+    unaligned = plans.rows_unaligned_for(m, n, k, problem.torch_dtype, layout)
+    # Where the copies leave no operand unaligned they take TMA descriptors (the GPUs with a
+    # fitted model have the TMA kernel); an operand left as it was keeps the pointer kernels.
+    copies_tma = any(pads) and not any(odd and not pad for odd, pad in zip(unaligned, pads))
     try:
-        # padded copies take TMA descriptors (the GPUs with a fitted model have the TMA kernel)
         found = best.pick(m, n, k, problem.torch_dtype, problem.activation, problem.bias, layout, device=name,
-                          store_z=store_z, rank=True, tma=True if any(pads) else None)
+                          store_z=store_z, rank=True, tma=True if copies_tma else None)
     except ConfigError as exc:
         fail(str(exc))
     if found.choice is None:

@@ -189,6 +189,20 @@ def backward_variants():
             {"num_warps": 4}
 
 
+def aligned_copy_variants():
+    """The copy of operands into rows padded to 16 bytes, for each 16-bit dtype."""
+    from autokernel.kernels.aligned import _BLOCK_COLS, _BLOCK_ROWS, _WARPS, _copy_rows_kernel
+
+    for dtype in ("float16", "bfloat16"):
+        t = _TYPES[dtype]
+        sig = {name: f"*{t}" for name in ("src_a", "dst_a", "src_b", "dst_b")}
+        sig.update({name: "i32" for name in ("rows_a", "cols_a", "src_stride_a", "dst_stride_a", "rows_b", "cols_b",
+                                             "src_stride_b", "dst_stride_b", "tiles_a")})
+        consts = dict(BLOCK_ROWS=_BLOCK_ROWS, BLOCK_COLS=_BLOCK_COLS)
+        sig.update({name: "constexpr" for name in consts})
+        yield f"aligned_copy {dtype}", _copy_rows_kernel, sig, consts, {"num_warps": _WARPS}
+
+
 def variants():
     yield from matmul_variants()
     yield from matmul_tma_variants()
@@ -196,6 +210,7 @@ def variants():
     yield from streamk_variants()
     yield from tma_streamk_variants()
     yield from backward_variants()
+    yield from aligned_copy_variants()
 
 
 # The instructions each forward activation's epilogue must compile to

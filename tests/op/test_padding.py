@@ -32,17 +32,6 @@ def no_floor(monkeypatch):
     plans.clear_launch_cache()
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("cols", [77, 80])
-def test_a_padded_copy_keeps_shape_and_values_and_aligns_its_rows(transposed, cols):
-    t = operand(70, cols, transposed, torch.float16, 0, "cpu")
-    p = plans.padded(t)
-    assert p.shape == t.shape and torch.equal(p, t)
-    lead = p.stride(0) if not transposed else p.stride(1)
-    assert p.stride(1 if not transposed else 0) == 1
-    assert (lead * 2) % 16 == 0 and p.data_ptr() % 16 == 0 and lead - (cols if not transposed else 70) < 8
-
-
 def test_rows_unaligned_names_odd_rows_misaligned_bases_and_nothing_else():
     x = torch.zeros(64, 80, dtype=torch.float16)
     assert not plans.rows_unaligned(x) and not plans.rows_unaligned(x.t())
@@ -65,6 +54,19 @@ def test_the_rule_asks_for_reuse_work_and_16_bit_operands():
     b_odd = torch.zeros(77, 129, dtype=torch.bfloat16)
     pad = plans.Padding.of(a[: plans.PAD_MIN_REUSE - 1], b_odd, plans.PAD_MIN_REUSE - 1, 129, int(big))
     assert pad is not None and (pad.a, pad.b) == (True, False)  # B reused by too few rows of C
+
+
+def test_a_alone_is_copied_beside_an_unaligned_b_only_from_enough_rows():
+    big = int(plans.PAD_MIN_FLOP)
+    few, enough = plans.PAD_MIN_ROWS + 4, plans.PAD_A_ALONE_MIN_ROWS
+    assert few < enough < plans.PAD_MIN_REUSE
+    weight = torch.zeros(128, 77, dtype=torch.float16)  # nn.Linear's weight, odd K: B = weight.t()
+    aligned_b = torch.zeros(77, 128, dtype=torch.float16)
+    for m, b, want in ((few, weight.t(), None), (enough, weight.t(), (True, False)), (few, aligned_b, (True, False))):
+        pad = plans.Padding.of(torch.zeros(m, 77, dtype=torch.float16), b, m, 128, big)
+        assert (None if pad is None else (pad.a, pad.b)) == want, (m, b.stride())
+    assert plans.padding_for(few, 128, 77 + big, torch.float16, "nt") == (False, False)
+    assert plans.padding_for(few, 128, 77 + big, torch.float16, "nn") == (True, False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

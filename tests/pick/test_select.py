@@ -388,8 +388,8 @@ def test_explain_says_how_c_is_stored_where_its_rows_take_no_descriptor():
 
 def test_explain_says_which_operands_are_copied_and_picks_for_the_copies():
     """GPT-2's dX (K = 50257, the vocabulary: A's rows odd) copies A; its pick is the one the
-    copies' layout gets (TMA configs where the GPU has the kernel); a decode problem with the
-    weight's rows odd copies nothing (the copy would double a memory-bound problem's reads)."""
+    copies' layout gets (TMA configs where the GPU has the kernel, pointer configs where the
+    weight's rows stay odd); a decode problem with the weight's rows odd copies nothing."""
     from autokernel import plans
 
     def explained(*args):
@@ -400,8 +400,14 @@ def test_explain_says_which_operands_are_copied_and_picks_for_the_copies():
     assert dx["padded"] == ["A"] and "each call copies it first" in text
     assert dx["config"] == best.pick(2048, 768, 50257, torch.float16, layout="nn", device="NVIDIA H200",
                                      tma=True).config.model_dump()
-    decode, text = explained("--m", "16", "--n", "4096", "--k", "4095", "--layout", "nt")
-    assert decode["padded"] == ["A"] and plans.padding_for(16, 4096, 4095, torch.float16, "nt") == (True, False)
+    rows = plans.PAD_A_ALONE_MIN_ROWS
+    skinny, text = explained("--m", str(rows), "--n", "4096", "--k", "4095", "--layout", "nt")
+    assert skinny["padded"] == ["A"] and plans.padding_for(rows, 4096, 4095, torch.float16, "nt") == (True, False)
+    # the weight's rows stay odd: the copies' pick is a pointer kernel's, as the layout's own
+    assert skinny["config"] == best.pick(rows, 4096, 4095, torch.float16, layout="nt",
+                                         device="NVIDIA H200").config.model_dump()
+    decode, text = explained("--m", str(rows - 1), "--n", "4096", "--k", "4095", "--layout", "nt")
+    assert decode["padded"] == [] and "copies" not in text
     few, text = explained("--m", str(plans.PAD_MIN_ROWS - 1), "--n", "8192", "--k", "8191", "--layout", "nt")
     assert few["padded"] == [] and "copies" not in text
     aligned, text = explained("--m", "2048", "--n", "768", "--k", "50304", "--layout", "nn")
