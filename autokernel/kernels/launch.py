@@ -65,7 +65,7 @@ def _descriptor_launcher(launch, prefix_len: int):
     (``wrap_handle_tensordesc``'s ``inner``), and they are the kernel's leading parameters;
     else None. The wrapper fills each descriptor's tensor map (``cuTensorMapEncodeTiled``)
     on every launch, about 1 µs of host time each; with its parts a launch can reuse maps
-    filled before for the same operands (``KernelLaunch.expand_descriptors``)."""
+    filled before for the same operands (``KernelLaunch.expand_descriptor``)."""
     code, cells = getattr(launch, "__code__", None), getattr(launch, "__closure__", None)
     if code is None or not cells:
         return None
@@ -308,24 +308,22 @@ class KernelLaunch:
         self.cached = (stream, prefix, scratch)
         return prefix
 
-    def expand_descriptors(self, descriptors: tuple) -> tuple | None:
-        """What the C launcher takes for ``descriptors``, host tensor descriptors passed as
-        the kernel's leading parameters: each one's filled tensor map, shape and strides
-        (Triton's own expansion, ``make_tensordesc_arg``). None until the launch replays
-        directly through a launcher that expands descriptors (``_descriptor_launcher``).
-        The caller keeps the result with the operands it describes and hands it to
-        ``call_expanded``: a launch then fills no tensor map."""
+    def expand_descriptor(self, index: int, descriptor) -> tuple | None:
+        """What the C launcher takes for ``descriptor``, the kernel's ``index``-th parameter,
+        a host tensor descriptor (the descriptors lead the parameters): its filled tensor map,
+        shape and strides (Triton's own expansion, ``make_tensordesc_arg``). None until the
+        launch replays directly through a launcher that expands descriptors
+        (``_descriptor_launcher``). The caller keeps the result with the operand it describes
+        and hands the expansions, in order, to ``call_expanded``: a launch then fills no
+        tensor map."""
         parts = self.expand
         if parts is None:
             return None
         _, metas, make = parts
-        out: list = []
-        for descriptor, meta in zip(descriptors, metas, strict=True):
-            out.extend(make(descriptor, meta))
-        return tuple(out)
+        return tuple(make(descriptor, metas[index]))
 
     def call_expanded(self, expanded: tuple, *tensors: torch.Tensor) -> bool:
-        """Launch with the leading descriptors already expanded (``expand_descriptors``,
+        """Launch with the leading descriptors already expanded (``expand_descriptor``,
         made by this launch) and the other tensors; False where the direct path is not
         open now (a launch hook is set): then call the launch with the descriptors."""
         parts = self.expand

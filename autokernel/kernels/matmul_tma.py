@@ -494,23 +494,33 @@ _DESCRIPTORS_KEPT = 16
 """Descriptor triples a TmaLaunch keeps, by operand addresses: a training step's GEMMs
 reuse the caching allocator's blocks, so a few cover the calls of one layout."""
 
+_OPERAND_DESCRIPTORS_KEPT = 128
+"""Descriptors a TmaLaunch keeps per operand, by its address, under the triples: a model's
+layers of one shape share a launch, each with its own weight (32-80 layers), and outputs
+and activations cycle through the caching allocator's blocks, so that triples seen before
+are many more than ``_DESCRIPTORS_KEPT`` while each operand's addresses are few. A triple
+not kept is then put together from its operands' descriptors and filled tensor maps."""
+
 
 class TmaLaunch:
     """The TMA kernel's launch, called as ``launch(a, b, c, bias or c, z or c)`` like a
     ``KernelLaunch`` of the pointer kernel: it makes A's, B's and C's tensor descriptors on
     the host (``TensorDescriptor``; the shapes, strides and blocks fixed by the layout) and
-    keeps the last few by the operands' addresses, with the tensor maps Triton fills from
-    them once the launch replays directly (``KernelLaunch.expand_descriptors``): a call with
-    operands seen before costs a dict lookup, where filling the three maps costs some 3 µs
-    of host time. Descriptors made on the device cost every launch some 2-3 µs of GPU time
-    at the start of each program (docs/kernel-notes.md)."""
+    keeps them by the operands' addresses, with the tensor maps Triton fills from them once
+    the launch replays directly (``KernelLaunch.expand_descriptor``): the last few triples
+    of operands, and under them each operand's descriptors. A call with operands seen before
+    costs a dict lookup, where filling the three maps costs some 3 µs of host time and
+    making the descriptors more. Descriptors made on the device cost every launch some
+    2-3 µs of GPU time at the start of each program (docs/kernel-notes.md)."""
 
-    __slots__ = ("kernel", "specs", "kept", "interpret")
+    __slots__ = ("kernel", "specs", "kept", "by_operand", "interpret")
 
     def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool):
         self.kernel, self.specs, self.interpret = kernel, specs, interpret
         # by operand addresses: [descriptors, their expansion for the C launcher or None]
         self.kept: dict[tuple[int, int, int], list] = {}
+        # per operand, by its address: [descriptor, its expansion or None]
+        self.by_operand: tuple[dict[int, list], ...] = tuple({} for _ in specs)
 
     def _entry(self, a, b, c) -> list:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
@@ -518,9 +528,25 @@ class TmaLaunch:
         if found is None:
             if len(self.kept) >= _DESCRIPTORS_KEPT:
                 self.kept.clear()
-            found = self.kept[key] = [tuple(
-                TensorDescriptor(_Base(ptr, t.dtype), *spec) for ptr, t, spec in zip(key, (a, b, c), self.specs)), None]
+            found = self.kept[key] = self._put_together(key, (a, b, c))
         return found
+
+    def _put_together(self, key: tuple, tensors: tuple) -> list:
+        """A triple's [descriptors, expansion or None] from each described operand's
+        [descriptor, expansion or None], kept per operand (made where missing)."""
+        kernel = self.kernel
+        descriptors, expanded = [], []
+        for index, (ptr, t, spec, kept) in enumerate(zip(key, tensors, self.specs, self.by_operand)):
+            part = kept.get(ptr)
+            if part is None:
+                if len(kept) >= _OPERAND_DESCRIPTORS_KEPT:
+                    kept.clear()
+                part = kept[ptr] = [TensorDescriptor(_Base(ptr, t.dtype), *spec), None]
+            if part[1] is None and kernel.expand is not None:  # set at the launch's first replay
+                part[1] = kernel.expand_descriptor(index, part[0])
+            descriptors.append(part[0])
+            expanded.extend(part[1] or ())
+        return [tuple(descriptors), tuple(expanded) if kernel.expand is not None else None]
 
     def descriptors(self, a, b, c) -> tuple:
         """A's, B's and C's descriptors for these operands (tensors of the launch's layout);
@@ -542,8 +568,8 @@ class TmaLaunch:
         if len(self.specs) < 3:  # C stored through pointers: its pointer follows the descriptors
             tensors = (c, *tensors)
         if kernel.expand is not None:  # set once, at the launch's first replay
-            if entry[1] is None:
-                entry[1] = kernel.expand_descriptors(entry[0])
+            if entry[1] is None:  # kept before the launch's first replay
+                entry[:] = self._put_together((a.data_ptr(), b.data_ptr(), c.data_ptr()), (a, b, c))
             if kernel.call_expanded(entry[1], *tensors):
                 return
         kernel(*entry[0], *tensors)

@@ -63,6 +63,23 @@ def test_descriptors_kept_are_bounded():
     for ops in keep:
         launch.descriptors(*ops)
         assert len(launch.kept) <= matmul_tma._DESCRIPTORS_KEPT
+    for _ in range(2 * matmul_tma._OPERAND_DESCRIPTORS_KEPT // len(keep) + 1):
+        for ops in [_operands() for _ in range(len(keep))]:
+            launch.descriptors(*ops)
+            assert all(len(kept) <= matmul_tma._OPERAND_DESCRIPTORS_KEPT for kept in launch.by_operand)
+
+
+def test_triples_not_kept_are_put_together_from_each_operands_descriptors():
+    """A model's layers of one shape: one activation, a weight per layer, outputs cycling
+    through a few blocks: more triples than are kept, few addresses per operand."""
+    a, _, c = _operands()
+    weights = [_operands()[1] for _ in range(2 * matmul_tma._DESCRIPTORS_KEPT)]
+    launch = _launch(a, weights[0], c)
+    first = [launch.descriptors(a, w, c) for w in weights]
+    again = [launch.descriptors(a, w, c) for w in weights]
+    for d1, d2 in zip(first, again):
+        assert all(x is y for x, y in zip(d1, d2))  # each operand's descriptor made once
+    assert first[0][0] is first[-1][0] and first[0][2] is first[-1][2]  # A's and C's shared
 
 
 def test_warp_specialized_configs_describe_the_operands_on_the_device():
@@ -139,6 +156,15 @@ def test_a_replayed_launch_fills_each_operands_tensor_maps_once(monkeypatch):
     launch(a2, b2, c2, c2, c2)  # other operands: their own maps
     assert [ptr for ptr, _ in filled[-3:]] == [a2.data_ptr(), b2.data_ptr(), c2.data_ptr()]
     assert calls[-1][prefix_len] == ("map", a2.data_ptr(), 128)
+    # Outputs cycling through more blocks than triples are kept: each output's map filled
+    # once, A's and B's not again.
+    outs = [torch.empty_like(c) for _ in range(2 * matmul_tma._DESCRIPTORS_KEPT)]
+    before = len(filled)
+    for _ in range(2):
+        for out in outs:
+            launch(a, b, out, out, out)
+            assert calls[-1][prefix_len:prefix_len + 2] == (("map", a.data_ptr(), 128), 48)
+    assert [ptr for ptr, _ in filled[before:]] == [out.data_ptr() for out in outs]
 
 
 def test_a_launcher_of_another_form_is_called_as_it_is(monkeypatch):
