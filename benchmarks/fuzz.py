@@ -113,6 +113,9 @@ _LONG_A = (2097155, 40, 1100, torch.float16, ("n", "t"), True, "relu")
 """A of 2.3e9 elements (2M rows of activations into a narrow layer)."""
 _WIDE_B = (16, 33000, 70000, torch.bfloat16, ("n", "t"), False, "none")
 """B of 2.3e9 elements, read as nn.Linear's transposed weight (decode rows)."""
+_VOCAB = (45000, 768, 50257, torch.bfloat16, ("n", "n"), False, "none")
+"""A of 2.3e9 elements whose rows take no vectors (dX of a GPT-2 LM head over 45000 tokens):
+matmul copies it into aligned rows (plans.Padding), a copy past 2^31 elements."""
 HUGE_CASES = [
     *[(*_LOGITS, c) for c in (None, _c(128, 128, 64, 8, 4, 4), _c(128, 128, 64, 8, 4, 4, split_k=2),
                               _c(64, 128, 64, 8, 4, 4, stream_k=True),
@@ -121,6 +124,8 @@ HUGE_CASES = [
     *[(*_LONG_A, c) for c in (None, _c(128, 64, 64, 8, 4, 5))],
     (*_LONG_A[:4], ("t", "n"), *_LONG_A[5:], _c(128, 64, 64, 8, 4, 5)),
     *[(*_WIDE_B, c) for c in (None, _c(16, 64, 128, 8, 4, 4, split_k=4))],
+    (*_VOCAB, None),
+    (_VOCAB[2], _VOCAB[1], _VOCAB[0], _VOCAB[3], ("t", "n"), *_VOCAB[5:], None),  # dW: A transposed, rows of 50257
 ]
 """``--huge``: tensors past 2^31 elements; the first case also runs linear's backward."""
 
