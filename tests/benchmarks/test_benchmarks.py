@@ -246,7 +246,8 @@ def _fuzz_module():
 
 def test_fuzz_huge_cases_pass_int32_offsets_on_every_kernel_path():
     """Each --huge problem has an operand or output past 2^31 elements, and the configs
-    cover every kernel a GEMM can run on; on the interpreter --huge refuses in one line."""
+    cover every kernel a GEMM can run on, and the operand copies; on the interpreter --huge
+    refuses in one line."""
     pytest.importorskip("triton")
     from autokernel import knobs
 
@@ -256,6 +257,9 @@ def test_fuzz_huge_cases_pass_int32_offsets_on_every_kernel_path():
     kernels = {knobs.kernel_of(vars(c)) for *_, c in fuzz.HUGE_CASES if c is not None}
     assert kernels == {"grouped", "splitk", "streamk", "tma"}
     assert any(c is not None and c.variant == "tma" and c.stream_k for *_, c in fuzz.HUGE_CASES)
+    from autokernel import plans  # and an operand copied into aligned rows past 2^31 elements
+    assert any(plans.padding_for(m, n, k, dtype, "".join(hows))[0] and m * k > 2**31 and c is None
+               for m, n, k, dtype, hows, _, _, c in fuzz.HUGE_CASES)
     proc = _run(str(BENCH / "fuzz.py"), "--huge")
     assert proc.returncode == 2 and proc.stderr.startswith("error: --huge needs a CUDA GPU"), proc.stderr
 
