@@ -497,7 +497,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
          layout: str = "nn", *, device: str, limit: int | None = None, tma: bool | None = None,
          store_z: bool = False, gpu: bool = True, margin: float = select.DEFAULT_MARGIN,
          z: float = select.UNCERTAINTY_Z, fits=None,
-         rank: bool = False, model: "select.Model | None" = None) -> Pick:
+         rank: bool = False, model: "select.Model | None" = None, copied: tuple[bool, bool] = (False, False)) -> Pick:
     """The config ``autokernel.matmul`` launches an M x N x K problem with on the GPU named
     ``device``, and why; no GPU needed (the tuned files and the selector's model are data).
     ``resolve`` is this with this machine's device, shared memory and TMA answer; ``autokernel
@@ -516,7 +516,9 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
     selector may pick (a replay: those measured); given, nothing is kept per mode. rank:
     compute the selector's ranking even where an exact entry wins (``explain``). model: the
     selector's model to rank with (default: ``selector_model(device)``; a replay passes one
-    fitted without the shapes it picks for)."""
+    fitted without the shapes it picks for). copied: (A, B), whether each operand runs as a
+    copy whose rows are aligned (``plans.Padding``): its rows then take 16-byte vectors
+    whatever K and the layout say (``select.unvectorized``)."""
     dt = _dtype_name(dtype)
     if tma is None:
         tma = select.tma_aligned(m, n, k, dtype, layout)
@@ -548,7 +550,7 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
                                fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout),
                                b_rows=select.b_row_major(layout), activation=activation,
-                               scalar=select.unvectorized(k, dtype.itemsize, layout, m))
+                               scalar=_scalar(m, k, dtype, layout, copied))
     if exact is not None:
         return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
     if ranked is not None:
@@ -562,6 +564,13 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
         return Pick(other[0], other[1], f"no selector model for {device}; a tuned entry for this shape in "
                     f"another layout ({found[0]})", default, False)
     return Pick(default, default_source, f"no selector model for {device}", default, False)
+
+
+def _scalar(m: int, k: int, dtype: torch.dtype, layout: str, copied: tuple[bool, bool]) -> tuple[bool, bool]:
+    """``select.unvectorized`` of the operands as they run: a copy into aligned rows takes
+    vectors."""
+    a, b = select.unvectorized(k, dtype.itemsize, layout, m)
+    return a and not copied[0], b and not copied[1]
 
 
 def _nearby_fitted(m: int, n: int, k: int, dt: str, activation: str, device: str, dtype: torch.dtype,
@@ -592,22 +601,24 @@ def choice(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bo
 
 
 def ranked(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
-           store_z: bool = False, tma: bool = True, layout: str = "nn") -> Pick:
+           store_z: bool = False, tma: bool = True, layout: str = "nn",
+           copied: tuple[bool, bool] = (False, False)) -> Pick:
     """``resolve``'s pick with the selector's ranking (where a model is fitted for the GPU)."""
-    return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True)
+    return _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True, copied=copied)
 
 
-def _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=False) -> Pick:
+def _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=False,
+          copied=(False, False)) -> Pick:
     """``pick`` for this machine's ``device``: its name, shared memory and kind of default."""
     return pick(m, n, k, dtype, activation, bias, layout, device=runtime.device_name(device),
                 limit=runtime.shared_memory_limit(), tma=tma, store_z=store_z, gpu=not runtime.INTERPRETER,
-                rank=rank)
+                rank=rank, copied=copied)
 
 
 @functools.lru_cache(maxsize=_RESOLVED_CACHE_SIZE)
 def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
             device: torch.device, store_z: bool = False, tma: bool = True,
-            layout: str = "nn") -> tuple[KernelConfig, str]:
+            layout: str = "nn", copied: tuple[bool, bool] = (False, False)) -> tuple[KernelConfig, str]:
     """(config, source): the config ``autokernel.matmul`` launches with when given none,
     and where it came from (``pick`` for this machine's GPU).
 
@@ -629,7 +640,7 @@ def resolve(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: b
     time down to 2) and its source says so ("shipped, fitted"); a tuned config that
     cannot be shrunk to fit gives way with one warning; a default that cannot fit raises
     ConfigError. Cached per argument tuple: the per-call cost is one hit."""
-    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, copied=copied)
     return found.config, found.source
 
 
@@ -650,11 +661,12 @@ def _fitted_entry(found: tuple[str, KernelConfig], dtype: torch.dtype, limit: in
 
 
 def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool, device: torch.device,
-                    store_z: bool = False, tma: bool = True, layout: str = "nn", count: int = 8) -> list[KernelConfig]:
+                    store_z: bool = False, tma: bool = True, layout: str = "nn", count: int = 8,
+                    copied: tuple[bool, bool] = (False, False)) -> list[KernelConfig]:
     """What tuning on first use races for a problem: none where a tuned entry for exactly
     this problem exists (it wins), else the selector's ``count`` best-ranked configs that
     fit the call's mode, with what ``resolve`` picks first and the default among them."""
-    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True)
+    found = _here(m, n, k, dtype, activation, bias, device, store_z, tma, layout, rank=True, copied=copied)
     if found.exact:
         return []
     pool = [found.config, found.default]
@@ -669,9 +681,9 @@ def race_candidates(m: int, n: int, k: int, dtype: torch.dtype, activation: str,
 
 def resolved_config(m: int, n: int, k: int, dtype: torch.dtype, activation: str, bias: bool,
                     device: torch.device, store_z: bool = False, tma: bool = True,
-                    layout: str = "nn") -> KernelConfig:
+                    layout: str = "nn", copied: tuple[bool, bool] = (False, False)) -> KernelConfig:
     """The config of ``resolve``, without its source."""
-    return resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout)[0]
+    return resolve(m, n, k, dtype, activation, bias, device, store_z, tma, layout, copied)[0]
 
 
 _warned: set[str] = set()

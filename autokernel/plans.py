@@ -155,17 +155,18 @@ def _check_out_memory(out: torch.Tensor, inputs: dict) -> None:
 
 def resolve_config(config: KernelConfig | None, m: int, n: int, k: int, dtype: torch.dtype, activation: str,
                    bias: bool, device: torch.device, *, store_z: bool = False, tma: bool = True,
-                   layout: str = "nn") -> KernelConfig:
+                   layout: str = "nn", copied: tuple[bool, bool] = (False, False)) -> KernelConfig:
     """The config to launch an [M, K] @ [K, N] GEMM with on ``device``: the given one, else
     a tuned one ($AUTOKERNEL_CONFIG, then the file shipped for the GPU: autokernel.best),
     else the default. Checked against the device's shared memory in the mode of the call
     (``tma``: whether the TMA kernel can take the operands; ``store_z``: a training
     forward storing Z): ConfigError if the given one can't fit; a tuned or default one
-    that can't is shrunk to fit (best.resolve).
+    that can't is shrunk to fit (best.resolve). ``copied``: which operands run as copies
+    into aligned rows (``Padding``), whose rows take vectors whatever K and the layout say.
 
     Called once per layout: its result is cached in a ``GemmPlan`` (see clear_launch_cache)."""
     if config is None:
-        return best.resolved_config(m, n, k, dtype, activation, bias, device, store_z, tma, layout)
+        return best.resolved_config(m, n, k, dtype, activation, bias, device, store_z, tma, layout, copied)
     check_fits(config, dtype, tma=tma, bias=bias, store_z=store_z)
     return config
 
@@ -389,14 +390,15 @@ def _padded_operands(m: int, n: int, k: int, dtype: torch.dtype, a_unaligned, b_
     return pad_a, pad_b
 
 
-def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -> GemmPlan:
+def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool,
+               copied: tuple[bool, bool] = (False, False)) -> GemmPlan:
     slope = check_slope(slope)
     m, k = a.shape
     n = b.shape[1]
     launch = None
-    if config is None and m > 0 and n > 0 and (pad := Padding.of(a, b, m, n, k)) is not None:
+    if config is None and m > 0 and n > 0 and not any(copied) and (pad := Padding.of(a, b, m, n, k)) is not None:
         # the plan of the padded copies' layout (their rows aligned: no padding again)
-        plan = _make_plan(*pad(a, b), bias, act, slope, None, out, store_z)
+        plan = _make_plan(*pad(a, b), bias, act, slope, None, out, store_z, (pad.a, pad.b))
         plan.pad = pad
         return plan
     if m > 0 and n > 0:
@@ -404,10 +406,11 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool) -
         c = out if out is not None else a.new_empty(m, n)
         tma, layout = tma_runs(a, b, c), operand_layout(a, b)
         cfg = resolve_config(config, m, n, k, a.dtype, act, bias is not None, a.device, store_z=store_z,
-                             tma=tma, layout=layout)
+                             tma=tma, layout=layout, copied=copied)
         if config is None:
             auto = route.backend() == "auto" and route.may_run(a, b)
-            won = _tuned_on_first_use(a, b, bias, act, slope, store_z, tma, layout, auto) if autotune.enabled() else None
+            won = (_tuned_on_first_use(a, b, bias, act, slope, store_z, tma, layout, auto, copied)
+                   if autotune.enabled() else None)
             if won is None and auto and _on_cublas(a, b, bias, act, store_z, tma, layout):
                 won = autotune.CUBLAS
             if won == autotune.CUBLAS:
@@ -428,7 +431,7 @@ def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> b
 
 
 def _tuned_on_first_use(a, b, bias, act: str, slope: float, store_z: bool, tma: bool, layout: str,
-                        cublas: bool) -> KernelConfig | str | None:
+                        cublas: bool, copied: tuple[bool, bool] = (False, False)) -> KernelConfig | str | None:
     """What tuning on first use keeps for this problem (``autokernel.autotune``): the
     selector's best few configs (and, with ``cublas``, torch's cuBLAS: ``autotune.CUBLAS``)
     raced on these operands into scratch outputs, once per problem and GPU, the winner kept
@@ -436,11 +439,13 @@ def _tuned_on_first_use(a, b, bias, act: str, slope: float, store_z: bool, tma: 
     is not allowed now (CUDA-graph capture, torch.compile tracing)."""
     m, k = a.shape
     n = b.shape[1]
-    candidates = best.race_candidates(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
+    candidates = best.race_candidates(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout,
+                                      copied=copied)
     if not candidates:
         return None
     key = autotune.Key.of(m, n, k, a.dtype, act, bias is not None,
-                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma") + ("/auto" if cublas else ""))
+                          mode=layout + ("/z" if store_z else "") + ("" if tma else "/no-tma") + ("/auto" if cublas else "")
+                          + "".join(f"/{name}-copied" for name, c in zip("AB", copied) if c))
 
     def make_call(config: KernelConfig | str):
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)

@@ -101,7 +101,7 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     copies_tma = any(pads) and not any(odd and not pad for odd, pad in zip(unaligned, pads))
     try:
         found = best.pick(m, n, k, problem.torch_dtype, problem.activation, problem.bias, layout, device=name,
-                          store_z=store_z, rank=True, tma=True if copies_tma else None)
+                          store_z=store_z, rank=True, tma=True if copies_tma else None, copied=pads)
     except ConfigError as exc:
         fail(str(exc))
     if found.choice is None:

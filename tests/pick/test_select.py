@@ -398,14 +398,15 @@ def test_explain_says_which_operands_are_copied_and_picks_for_the_copies():
 
     dx, text = explained("--m", "2048", "--n", "768", "--k", "50257", "--layout", "nn")
     assert dx["padded"] == ["A"] and "each call copies it first" in text
+    # picked as the copies run: TMA, and A's rows taking vectors
     assert dx["config"] == best.pick(2048, 768, 50257, torch.float16, layout="nn", device="NVIDIA H200",
-                                     tma=True).config.model_dump()
+                                     tma=True, copied=(True, False)).config.model_dump()
     rows = plans.PAD_A_ALONE_MIN_ROWS
     skinny, text = explained("--m", str(rows), "--n", "4096", "--k", "4095", "--layout", "nt")
     assert skinny["padded"] == ["A"] and plans.padding_for(rows, 4096, 4095, torch.float16, "nt") == (True, False)
     # the weight's rows stay odd: the copies' pick is a pointer kernel's, as the layout's own
     assert skinny["config"] == best.pick(rows, 4096, 4095, torch.float16, layout="nt",
-                                         device="NVIDIA H200").config.model_dump()
+                                         device="NVIDIA H200", copied=(True, False)).config.model_dump()
     decode, text = explained("--m", str(rows - 1), "--n", "4096", "--k", "4095", "--layout", "nt")
     assert decode["padded"] == [] and "copies" not in text
     few, text = explained("--m", str(plans.PAD_MIN_ROWS - 1), "--n", "8192", "--k", "8191", "--layout", "nt")
@@ -504,9 +505,9 @@ def test_explain_backward_names_the_gemms_linear_launches(h100, monkeypatch):
     asked = []
     real = best.resolved_config
 
-    def spy(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout):
+    def spy(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout, copied=(False, False)):
         asked.append((m_, n_, k_, activation, bias, store_z, layout))
-        return real(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout)
+        return real(m_, n_, k_, dtype, activation, bias, device, store_z, tma, layout, copied)
 
     monkeypatch.setattr(best, "resolved_config", spy)
     plans.clear_launch_cache()
@@ -618,3 +619,15 @@ def test_a_persistent_grid_whose_last_round_leaves_sms_idle_counts_its_bytes_lon
     h200 = best.selector_model("NVIDIA H200")
     assert h200.dram_tail == 0.5 and best.selector_model("NVIDIA H100 80GB HBM3").dram_tail == 0.0
     assert best.selector_model("NVIDIA H200 NVL").dram_tail == h200.dram_tail
+
+
+def test_operands_copied_into_aligned_rows_are_picked_for_as_vector_rows():
+    """The copies' rows take 16-byte vectors: no config is left out for element loads of a
+    copied operand, where an operand left as it is still bounds them."""
+    args = (380, 896, 1921, torch.float16)
+    as_is = best.pick(*args, layout="nt", device="NVIDIA H200", tma=True)
+    both = best.pick(*args, layout="nt", device="NVIDIA H200", tma=True, copied=(True, True))
+    a_only = best.pick(*args, layout="nt", device="NVIDIA H200", tma=False, copied=(True, False))
+    assert "take no 16-byte vectors" in as_is.reason and "take no 16-byte vectors" not in both.reason
+    assert "take no 16-byte vectors" in a_only.reason  # B, nn.Linear's weight, not copied
+    assert both.config != as_is.config
