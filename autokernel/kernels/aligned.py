@@ -105,11 +105,11 @@ class _Target:
     """Where one operand's copy goes: a view of rows padded to 16 bytes, over a buffer of
     the current stream (or a fresh one, above ``KEEP_BYTES``), in the operand's layout."""
 
-    __slots__ = ("name", "rows", "cols", "lead", "trans", "dtype", "nbytes", "keep")
+    __slots__ = ("name", "rows", "cols", "stride", "lead", "trans", "dtype", "nbytes", "keep")
 
     def __init__(self, name: str, t: torch.Tensor):
         self.name = name
-        self.rows, self.cols, _, self.trans = _stored(t)
+        self.rows, self.cols, self.stride, self.trans = _stored(t)  # stride: the operand's own row stride
         self.lead = _lead(self.cols, t)
         self.dtype = t.dtype
         self.nbytes = ((self.rows - 1) * self.lead + self.cols) * t.element_size()
@@ -134,7 +134,7 @@ class AlignedCopy:
     buffer are overwritten by the next call on that stream, after the launches queued
     before it have read them."""
 
-    __slots__ = ("targets", "launch", "interpret")
+    __slots__ = ("targets", "launch")
 
     def __init__(self, a: torch.Tensor, b: torch.Tensor, copy_a: bool, copy_b: bool, interpret: bool):
         if not (copy_a or copy_b):
@@ -142,17 +142,15 @@ class AlignedCopy:
         for t in (a, b):
             if t.dtype.itemsize != 2:
                 raise ValueError(f"AlignedCopy copies 16-bit operands, got {t.dtype}")
-        self.interpret = interpret
         self.targets = (_Target("aligned_a", a) if copy_a else None, _Target("aligned_b", b) if copy_b else None)
         shapes, tiles = [], []
-        for target, t in zip(self.targets, (a, b)):
+        for target in self.targets:
             if target is None:
                 shapes.append((0, 0, 0, 0))
                 tiles.append(0)
             else:
-                rows, cols, stride, _ = _stored(t)
-                shapes.append((rows, cols, stride, target.lead))
-                tiles.append(triton.cdiv(rows, _BLOCK_ROWS) * triton.cdiv(cols, _BLOCK_COLS))
+                shapes.append((target.rows, target.cols, target.stride, target.lead))
+                tiles.append(triton.cdiv(target.rows, _BLOCK_ROWS) * triton.cdiv(target.cols, _BLOCK_COLS))
         self.launch = KernelLaunch(
             _copy_rows_kernel, (tiles[0] + tiles[1],), (*shapes[0], *shapes[1], tiles[0]),
             dict(BLOCK_ROWS=_BLOCK_ROWS, BLOCK_COLS=_BLOCK_COLS), dict(num_warps=_WARPS),
