@@ -96,12 +96,17 @@ def compare(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, bool, b
     return max_abs, relative_error(got, ref), close, all_written
 
 
-def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+def relative_error(got: torch.Tensor, ref: torch.Tensor, terms: torch.Tensor | None = None) -> float:
     """||got - ref|| / ||ref|| in float32 (the absolute norm when ref is all zeros); NaN
-    anywhere gives NaN, which no ``<=`` bound accepts."""
+    anywhere gives NaN, which no ``<=`` bound accepts. With ``terms`` (the root sum of
+    squares of the terms each element of ref sums: ``gradient_terms``) the norm is the larger
+    of ||ref|| and ||terms||: rounding errs in proportion to the terms, and where they cancel
+    the sum can be far smaller than they are."""
     got, ref = got.detach().float(), ref.detach().float()
     diff = float((got - ref).norm())
     ref_norm = float(ref.norm())
+    if terms is not None:
+        ref_norm = max(ref_norm, float(terms.detach().float().norm()))
     return diff / ref_norm if ref_norm > 0 else diff
 
 
@@ -524,6 +529,21 @@ KINKED = ("relu", "leaky_relu")
 """The activations whose derivative jumps at 0."""
 
 
+def gradient_terms(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE) -> tuple:
+    """The scale of each gradient's rounding error, float32: per element of dX, dW (and db),
+    the root sum of squares of the terms it sums, sqrt(dZ^2 @ W^2), sqrt(dZ^2^T @ X^2) (and
+    sqrt of dZ^2's column sums), dZ the gradient at the pre-activation. Terms of random
+    sign sum to about this much, so it changes nothing there; where a few terms cancel it
+    keeps a correct result from reading as wrong (db over 5 rows whose dZ lie near silu's
+    turning point summed to 1/4 of it: torch's own bfloat16 step erred 6 % of that sum)."""
+    with _matmul_tf32(False):
+        xf, wf = x.detach().float(), w.detach().float()
+        z = F.linear(xf, wf, None if b is None else b.detach().float()).requires_grad_()
+        dz2 = torch.autograd.grad(reference_activation(z, activation, slope), z, dy.float())[0].square()
+        terms = (dz2 @ wf.square(), dz2.t() @ xf.square()) + ((dz2.sum(0),) if b is not None else ())
+    return tuple(t.sqrt() for t in terms)
+
+
 def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, kernel_y=None) -> tuple:
     """float32 ``act(x @ w.T + b)`` and its gradients for ``dy``: (y, dx, dw) and db where
     ``b`` is given, from float32 copies of the operands (TF32 off).
@@ -636,7 +656,8 @@ def evaluate_linear_training(
     (problem.bias). ``config`` is the forward GEMM's; None runs all three GEMMs (forward,
     dX, dW) with their defaults (``linear_defaults``), where a config given leaves dX's and dW's to linear
     (the tuned lookup, else the default). Correctness: Y and the gradients of X, W (and b) against float32
-    autograd on upcast inputs; ``rel_error`` is the worst of them. ``tflops`` counts the
+    autograd on upcast inputs; ``rel_error`` is the worst of them (a gradient's over the
+    larger of its norm and its terms', ``gradient_terms``). ``tflops`` counts the
     three GEMMs (6·M·N·K). Failures are a Trial status, never an exception.
     """
     step, make, config = _training_step(problem, kernel, config, seed, slope)
@@ -656,7 +677,8 @@ def evaluate_linear_training(
     except Exception as exc:  # the float32 reference may not fit where the step did
         trial.status, trial.error = failure_status(exc), error_line(exc)
         return trial
-    errors = [relative_error(g, r) for g, r in zip(got, refs)]
+    terms = (None, *gradient_terms(x, w, b, dy, act, slope))
+    errors = [relative_error(g, r, t) for g, r, t in zip(got, refs, terms)]
     tol = _training_tolerance(problem)
     # The worst error, NaN first: max() would skip a NaN that isn't the first element.
     worst = next((i for i, e in enumerate(errors) if math.isnan(e)), max(range(len(errors)), key=errors.__getitem__))

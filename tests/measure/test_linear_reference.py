@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from autokernel import api, runtime
-from autokernel.evaluate import evaluate_linear_training, linear_reference, reference_activation
+from autokernel.evaluate import (evaluate_linear_training, gradient_terms, linear_reference, reference_activation,
+                                 relative_error)
 from autokernel.records import Problem
 from tests.helpers import KINK_FLIP_SEED, tf32_rounded
 
@@ -44,6 +47,38 @@ def test_linear_reference_is_autograd_away_from_the_kink():
         assert len(plain) == len(sided) == 4
         for p, s in zip(plain, sided):
             torch.testing.assert_close(p, s)
+
+
+def test_a_gradient_whose_terms_cancel_is_judged_by_its_terms():
+    """db over 5 bfloat16 rows whose dZ lie near silu's turning point (drawn by the fuzz):
+    the sum is a quarter of its terms' root sum of squares, and torch's own bfloat16 step
+    errs 6 % of it. Judged by the terms, torch's step is within 2 %."""
+    x = torch.tensor([[-1.5078125], [-1.40625], [0.63671875], [-0.07470703125], [0.73046875]])
+    w, b = torch.tensor([[-0.1796875]]), torch.tensor([-1.515625])
+    dy = torch.tensor([[0.84375], [1.46875], [1.0078125], [-1.8828125], [0.9375]])
+    xh, wh, bh = (t.bfloat16().requires_grad_() for t in (x, w, b))
+    torch.nn.functional.silu(torch.nn.functional.linear(xh, wh, bh)).backward(dy.bfloat16())
+    _, *want = linear_reference(x, w, b, dy, "silu")
+    terms = gradient_terms(x, w, b, dy, "silu")
+    assert relative_error(bh.grad, want[2]) > 0.05
+    assert relative_error(bh.grad, want[2], terms[2]) < 0.02
+    for got, ref, t in zip((xh.grad, wh.grad, bh.grad), want, terms):
+        assert relative_error(got, ref, t) < 0.02
+
+
+def test_gradient_terms_change_nothing_on_terms_of_random_sign():
+    """Over 64 rows of random data each gradient sums to about its terms' scale, so the check
+    stays as sharp: a dW that lost a quarter of its rows' terms still reads far off."""
+    gen = torch.Generator().manual_seed(5)
+    x, w, b, dy = (torch.randn(*s, generator=gen) for s in ((64, 40), (24, 40), (24,), (64, 24)))
+    for act in ("none", "gelu", "silu"):
+        _, *want = linear_reference(x, w, b, dy, act)
+        terms = gradient_terms(x, w, b, dy, act)
+        for ref, t in zip(want, terms):
+            assert 0.5 < float(t.norm()) / float(ref.norm()) < 2.0
+        _, dx, dw, db = linear_reference(x[16:], w, b, dy[16:], act)
+        assert relative_error(dw, want[1], terms[1]) > 0.3
+        assert math.isnan(relative_error(torch.full_like(dw, float("nan")), want[1], terms[1]))
 
 
 @pytest.mark.parametrize("reading, reader, field", [("wall_training_trials", "wall_race", "wall_ms"),
