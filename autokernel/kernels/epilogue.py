@@ -135,11 +135,13 @@ def apply_activation(z, slope, ACTIVATION: tl.constexpr):
 
 @triton.jit
 def activation_grad(z, slope, ACTIVATION: tl.constexpr):
-    """d act(z) / dz for a float32 tile of pre-activations z."""
+    """d act(z) / dz for a float32 tile of pre-activations z. At z = 0 the kinked ones take
+    the side below, as torch's backward does (relu 0, leaky_relu the slope): a layer whose
+    input rows are zeros and have no bias has every z there exactly 0."""
     if ACTIVATION == "relu":
         g = tl.where(z > 0.0, 1.0, 0.0)
     elif ACTIVATION == "leaky_relu":
-        g = tl.where(z >= 0.0, 1.0, slope)
+        g = tl.where(z > 0.0, 1.0, slope)
     elif ACTIVATION == "gelu":
         pdf = tl.exp(-0.5 * z * z) * _INV_SQRT_2PI
         g = _normal_cdf(z) + z * pdf

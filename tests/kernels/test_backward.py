@@ -392,3 +392,23 @@ def test_the_pass_builds_its_gpu_launch(monkeypatch, act, store_dz, column_sum):
                                            column_sum, False)
     finish = launch.args_tail[backward._activation_grad_kernel.arg_names.index("FINISH") - 6]
     assert launch.grid[0] > 1 and finish == column_sum
+
+
+@pytest.mark.parametrize("slope", [0.01, -0.2, 0.0])
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_preactivation_of_exactly_zero_takes_torchs_side_of_the_kink(activation, slope, dtype):
+    """Rows of zeros and no bias (padding tokens) make Z exactly 0, where act' jumps: every
+    gradient must be torch's, which takes the side below there (relu 0, leaky_relu the
+    slope; saved off Y for a positive slope, off Z otherwise)."""
+    x, w, _ = make_inputs((12,), 24, 20, dtype, bias=False, seed=7)
+    x[3:9] = 0  # six rows of Z exactly 0 (and -0.0 nowhere else)
+    dy = torch.randn(12, 20, generator=torch.Generator().manual_seed(8)).to(DEVICE, dtype)
+    mine = [t.detach().clone().requires_grad_() for t in (x, w)]
+    autokernel.linear(*mine, None, activation, slope=slope).backward(dy)
+    theirs = [t.detach().float().requires_grad_() for t in (x, w)]
+    z = torch.nn.functional.linear(*theirs)
+    y = torch.relu(z) if activation == "relu" else torch.nn.functional.leaky_relu(z, slope)
+    y.backward(dy.float())
+    for name, got, ref in zip(("dx", "dweight"), (mine[0].grad, mine[1].grad), (theirs[0].grad, theirs[1].grad)):
+        assert_close(got, ref, dtype, f"{name} ({activation}, slope {slope})")
