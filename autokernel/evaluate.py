@@ -674,10 +674,10 @@ def evaluate_linear_training(
         return trial
     try:
         refs = linear_reference(x, w, b, dy, act, slope, kernel_y=got[0])
+        terms = (None, *gradient_terms(x, w, b, dy, act, slope))
     except Exception as exc:  # the float32 reference may not fit where the step did
         trial.status, trial.error = failure_status(exc), error_line(exc)
         return trial
-    terms = (None, *gradient_terms(x, w, b, dy, act, slope))
     errors = [relative_error(g, r, t) for g, r, t in zip(got, refs, terms)]
     tol = _training_tolerance(problem)
     # The worst error, NaN first: max() would skip a NaN that isn't the first element.

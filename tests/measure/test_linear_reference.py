@@ -66,6 +66,18 @@ def test_a_gradient_whose_terms_cancel_is_judged_by_its_terms():
         assert relative_error(got, ref, t) < 0.02
 
 
+@pytest.mark.parametrize("fails", ["linear_reference", "gradient_terms"])
+def test_a_reference_that_does_not_fit_is_a_failed_trial_not_a_crash(monkeypatch, fails):
+    from autokernel import evaluate
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(evaluate, fails, out_of_memory)
+    trial = evaluate_linear_training(Problem(8, 16, 32, "float16", "gelu"))
+    assert trial.status == "out_of_resources" and "out of memory" in trial.error
+
+
 def test_gradient_terms_change_nothing_on_terms_of_random_sign():
     """Over 64 rows of random data each gradient sums to about its terms' scale, so the check
     stays as sharp: a dW that lost a quarter of its rows' terms still reads far off."""
