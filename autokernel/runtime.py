@@ -65,9 +65,10 @@ def _method(fn):
 
 def round_bfloat16_to_nearest() -> None:
     """Make the interpreter round float32 to bfloat16 to nearest, ties to even, as the GPU
-    does (``cvt.rn.bf16.f32``). Triton 3.6's interpreter truncates there (its cast takes no
-    rounding mode), which left every bfloat16 output of the kernels up to one unit in the
-    last place short in magnitude: twice the error of torch's own bfloat16 matmul on the CPU.
+    does (``cvt.rn.bf16.f32``). Triton's interpreter (3.9, where the tests run) truncates there:
+    its cast passes no rounding mode. That left every bfloat16 output of the kernels up to
+    one unit in the last place short in magnitude, twice the error of torch's own bfloat16
+    matmul on the CPU.
     Called where the kernels are defined, under the interpreter only; idempotent."""
     import numpy as np
     import triton.language as tl
