@@ -552,12 +552,14 @@ def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, k
     derivative takes the side of 0 that the kernel's forward took: a pre-activation
     within rounding of 0 may fall on the other side in float32 than in the kernel (float32
     runs as TF32 there), and on a small problem that one element moves dW by several per
-    cent. The side is the forward's decision, checked with y itself."""
+    cent. The side is the forward's decision, checked with y itself: y > 0 where z > 0, for
+    relu and a slope of 0 or more (a negative slope makes y positive on both sides; there
+    the float32 z decides)."""
     with _matmul_tf32(False):
         xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
         bf = b.detach().float().requires_grad_() if b is not None else None
         y = reference_activation(F.linear(xf, wf, bf), activation, slope)
-        if kernel_y is not None and activation in KINKED:
+        if kernel_y is not None and activation in KINKED and (activation == "relu" or slope >= 0):
             below = 0.0 if activation == "relu" else slope
             dz = dy.float() * torch.where(kernel_y.detach().float() > 0, 1.0, below)
             grads = (dz @ wf.detach(), dz.t() @ xf.detach()) + ((dz.sum(0),) if b is not None else ())

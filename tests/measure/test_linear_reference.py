@@ -38,12 +38,14 @@ def test_training_check_passes_a_tf32_step_across_the_kink(monkeypatch, act):
 
 def test_linear_reference_is_autograd_away_from_the_kink():
     """Given the kernel's own output and no element near 0, the kink's side changes nothing:
-    the gradients equal float32 autograd's, with a bias, for each activation."""
+    the gradients equal float32 autograd's, with a bias, for each activation and leaky_relu's
+    slopes of either sign."""
     gen = torch.Generator().manual_seed(3)
     x, w, b, dy = (torch.randn(*s, generator=gen) for s in ((9, 20), (11, 20), (11,), (9, 11)))
-    for act in ("none", "relu", "leaky_relu", "gelu", "silu"):
-        plain = linear_reference(x, w, b, dy, act)
-        sided = linear_reference(x, w, b, dy, act, kernel_y=plain[0])
+    for act, slope in (("none", 0.01), ("relu", 0.01), ("leaky_relu", 0.01), ("leaky_relu", 0.0),
+                       ("leaky_relu", -0.1), ("gelu", 0.01), ("silu", 0.01)):
+        plain = linear_reference(x, w, b, dy, act, slope)
+        sided = linear_reference(x, w, b, dy, act, slope, kernel_y=plain[0])  # a negative slope: y > 0 either side
         assert len(plain) == len(sided) == 4
         for p, s in zip(plain, sided):
             torch.testing.assert_close(p, s)
