@@ -7,7 +7,8 @@ A few fixed edge cases run first (a single output element in each activation's t
 and 1, unaligned rows, column slices of aligned rows); then each case draws a problem
 nobody chose: M, N, K log-uniform (a tenth of them 1), float16, bfloat16 or float32, each
 operand row-major, transposed, a strided slice or a column slice of padded rows, a bias or
-not, any activation; the config is the one matmul picks (six cases in ten) or a candidate
+not, any activation (leaky_relu with a slope of 0.01, 0.2, -0.1 or 0), in one case in six a
+quarter of A's rows zeroed (pre-activations of exactly 0 where there is no bias); the config is the one matmul picks (six cases in ten) or a candidate
 of the selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
 first; the case passes when every element is written and the result is within 1e-2 of the
 reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
@@ -130,40 +131,68 @@ HUGE_CASES = [
 """``--huge``: tensors past 2^31 elements; the first case also runs linear's backward."""
 
 
-def run_case(case, device, gen) -> tuple[str, str]:
+SLOPES = (0.01, 0.2, -0.1, 0.0)
+"""leaky_relu's slopes drawn: with a positive one backward reads act'(Z) off Y's sign, with
+the others off a stored Z."""
+
+
+def variation(act: str, rows: int, gen, device) -> tuple[float, torch.Tensor | None]:
+    """(slope, rows of A to zero or None), drawn for a case: leaky_relu's slope, and in one
+    case in six a quarter of A's rows zeroed, so that with no bias their Z is exactly 0, where
+    relu's and leaky_relu's derivatives jump (padding tokens do it in training)."""
+    slope = SLOPES[int(torch.randint(len(SLOPES), (), generator=gen, device=device))] if act == "leaky_relu" else 0.01
+    zeroed = None
+    if rows and float(torch.rand((), generator=gen, device=device)) < 1 / 6:
+        zeroed = torch.randperm(rows, generator=gen, device=device)[: max(1, rows // 4)]
+    return slope, zeroed
+
+
+def _varied(slope: float, zeroed) -> str:
+    said = [f"slope {slope:g}"] if slope != 0.01 else []
+    return " ".join(said + ([f"{len(zeroed)} rows of A zeroed"] if zeroed is not None else []))
+
+
+def run_case(case, device, gen, vary: bool = True) -> tuple[str, str]:
     m, n, k, dtype, hows, bias, act, config = case
+    slope, zeroed = variation(act, m, gen, device) if vary else (0.01, None)
     a = operand(m, k, hows[0], dtype, device, gen) / max(k, 1) ** 0.5
+    if zeroed is not None:
+        a[zeroed] = 0
     b = operand(k, n, hows[1], dtype, device, gen)
     bb = torch.randn(n, generator=gen, device=device).to(dtype) if bias else None
     out = torch.full((m, n), float("nan"), dtype=dtype, device=device)
     try:
-        autokernel.matmul(a, b, bb, act, config=config, out=out)
+        autokernel.matmul(a, b, bb, act, slope=slope, config=config, out=out)
         if device.type == "cuda":
             torch.cuda.synchronize()
     except ConfigError as exc:
         return "refused", str(exc)
-    ref = reference(a, b, bb, act)
+    ref = reference(a, b, bb, act, slope)
     max_abs, rel, close, written = compare(out, ref)
     tol = tolerance(dtype)
     if not (written and close and rel <= tol) and not (written and rel <= tol and max_abs <= 2 * tol):
-        return "FAIL", f"rel {rel:.2e} max_abs {max_abs:.2e} written {written}"
+        return "FAIL", f"rel {rel:.2e} max_abs {max_abs:.2e} written {written} {_varied(slope, zeroed)}".rstrip()
     return "ok", f"rel {rel:.1e}"
 
 
-def run_backward(case, device, gen) -> tuple[str, str]:
+def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
     m, n, k, dtype, hows, bias, act, _ = case
-    x = operand(m, k, hows[0], dtype, device, gen).requires_grad_()
+    slope, zeroed = variation(act, m, gen, device) if vary else (0.01, None)
+    x = operand(m, k, hows[0], dtype, device, gen)
+    if zeroed is not None:
+        x[zeroed] = 0
+    x.requires_grad_()
     w = (operand(n, k, hows[1], dtype, device, gen) / max(k, 1) ** 0.5).requires_grad_()
     bb = torch.randn(n, generator=gen, device=device).to(dtype).requires_grad_() if bias else None
-    y = autokernel.linear(x, w, bb, act)
+    y = autokernel.linear(x, w, bb, act, slope=slope)
     dy = torch.randn(y.shape, generator=gen, device=device).to(dtype)
     y.backward(dy)
-    _, *want = linear_reference(x, w, bb, dy, act, kernel_y=y)
+    _, *want = linear_reference(x, w, bb, dy, act, slope, kernel_y=y)
     got = [x.grad, w.grad] + ([bb.grad] if bias else [])
-    errors = [relative_error(g, r, t) for g, r, t in zip(got, want, gradient_terms(x, w, bb, dy, act))]
+    errors = [relative_error(g, r, t) for g, r, t in zip(got, want, gradient_terms(x, w, bb, dy, act, slope))]
     tol = 3 * tolerance(dtype)  # products of rounded operands and an activation's derivative
     worst = next((e for e in errors if not e <= tol), max(errors))  # a NaN first: max() may skip it
-    return ("ok" if worst <= tol else "FAIL"), f"backward worst rel {worst:.2e}"
+    return ("ok" if worst <= tol else "FAIL"), f"backward worst rel {worst:.2e} {_varied(slope, zeroed)}".rstrip()
 
 
 def main(argv=None) -> int:
@@ -196,9 +225,9 @@ def main(argv=None) -> int:
         label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
                  f"{config.short() if config else 'picked'}")
         try:
-            status, detail = run_case(case, device, gen)
+            status, detail = run_case(case, device, gen, vary=not args.huge)
             if status == "ok" and i % 5 == 0 and m and n and (not args.huge or i == 0):
-                status, detail = run_backward(case, device, gen)
+                status, detail = run_backward(case, device, gen, vary=not args.huge)
         except Exception as exc:  # any exception but a refused config is a failure
             status, detail = "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         counts[status] += 1
