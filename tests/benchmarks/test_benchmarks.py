@@ -283,18 +283,18 @@ def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
 
     def run(linear, case=(m, n, k, torch.float32, ("n", "n"), False, act, None)):
         monkeypatch.setattr(fuzz.autokernel, "linear", linear)
-        return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(KINK_FLIP_SEED))
+        return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(KINK_FLIP_SEED), vary=False)
 
-    def tf32_linear(x, w, b, activation):
+    def tf32_linear(x, w, b, activation, slope=0.01):
         z = tf32_rounded(x) @ tf32_rounded(w).t()
-        return reference_activation(z if b is None else z + b, activation)
+        return reference_activation(z if b is None else z + b, activation, slope)
 
     gen = torch.Generator().manual_seed(KINK_FLIP_SEED)  # the operands run_backward draws first
     x = fuzz.operand(m, k, "n", torch.float32, cpu, gen)
     w = fuzz.operand(n, k, "n", torch.float32, cpu, gen) / k ** 0.5
     assert ((x @ w.t() > 0) != (tf32_rounded(x) @ tf32_rounded(w).t() > 0)).any()
     assert run(tf32_linear)[0] == "ok"
-    assert run(lambda x, w, b, activation: tf32_linear(x, 1.5 * w, b, activation))[0] == "FAIL"
+    assert run(lambda x, w, b, activation, slope: tf32_linear(x, 1.5 * w, b, activation, slope))[0] == "FAIL"
     assert run(ours, (5, 33, 150, torch.float32, ("n", "t"), True, act, None))[0] == "ok"
 
 
@@ -391,3 +391,16 @@ def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_majo
     assert out.constants[own] == model.constants[own]  # timed on enough nn problems: its own r
     assert out.constants[few].r == -0.4 and out.constants[few].a == 1.0  # too few: r from the other model
     assert out.constants[lacking].r == -0.5 and out.errors == {own: 0.1, few: 0.1, lacking: 0.2}
+
+
+def test_fuzz_draws_every_slope_and_zeroed_rows():
+    """leaky_relu's slopes of both signs and exact-zero rows come up within a short run."""
+    import torch
+
+    fuzz = _fuzz_module()
+    gen = torch.Generator().manual_seed(1)
+    draws = [fuzz.variation("leaky_relu", 40, gen, torch.device("cpu")) for _ in range(120)]
+    assert {slope for slope, _ in draws} == set(fuzz.SLOPES)
+    zeroed = [z for _, z in draws if z is not None]
+    assert 8 <= len(zeroed) <= 40 and all(len(z) == 10 and len(set(z.tolist())) == 10 for z in zeroed)
+    assert {fuzz.variation("gelu", 40, gen, torch.device("cpu"))[0] for _ in range(20)} == {0.01}
