@@ -69,13 +69,15 @@ def round_bfloat16_to_nearest() -> None:
     its cast passes no rounding mode. That left every bfloat16 output of the kernels up to
     one unit in the last place short in magnitude, twice the error of torch's own bfloat16
     matmul on the CPU.
-    Called where the kernels are defined, under the interpreter only; idempotent."""
+    Called where the kernels are defined, under the interpreter only; idempotent. An
+    interpreter without that cast (another Triton) is left as it is."""
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
 
-    truncating = interpreter.InterpreterBuilder.cast_impl
-    if getattr(truncating, "rounds_to_nearest", False):
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    truncating = getattr(builder, "cast_impl", None)
+    if truncating is None or not hasattr(interpreter, "TensorHandle") or getattr(truncating, "rounds_to_nearest", False):
         return
 
     def cast_impl(self, src, dst_type):
@@ -90,7 +92,7 @@ def round_bfloat16_to_nearest() -> None:
         return truncating(self, src, dst_type)
 
     cast_impl.rounds_to_nearest = True
-    interpreter.InterpreterBuilder.cast_impl = cast_impl
+    builder.cast_impl = cast_impl
 
 
 def _decide_interpreter() -> bool:
