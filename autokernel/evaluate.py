@@ -554,17 +554,26 @@ def linear_reference(x, w, b, dy, activation: str, slope: float = LEAKY_SLOPE, k
     runs as TF32 there), and on a small problem that one element moves dW by several per
     cent. The side is the forward's decision, checked with y itself: y > 0 where z > 0, for
     relu and a slope of 0 or more (a negative slope makes y positive on both sides; there
-    the float32 z decides)."""
+    the float32 z decides).
+
+    A smooth activation's derivative (gelu, gelu_tanh, silu) is taken at z rounded to the
+    operands' dtype: the step stores Z so, as torch's autograd saves its 16-bit input, and
+    near the derivative's zero (silu's at z = -1.28) that rounding alone moves it by 10 % of
+    itself, in torch's own bfloat16 step as in the kernels."""
     with _matmul_tf32(False):
         xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
         bf = b.detach().float().requires_grad_() if b is not None else None
-        y = reference_activation(F.linear(xf, wf, bf), activation, slope)
+        z = F.linear(xf, wf, bf)
+        y = reference_activation(z, activation, slope)
         if kernel_y is not None and activation in KINKED and (activation == "relu" or slope >= 0):
             below = 0.0 if activation == "relu" else slope
             dz = dy.float() * torch.where(kernel_y.detach().float() > 0, 1.0, below)
-            grads = (dz @ wf.detach(), dz.t() @ xf.detach()) + ((dz.sum(0),) if b is not None else ())
+        elif activation in KINKED or activation == "none" or x.dtype == torch.float32:
+            return (y.detach(), *torch.autograd.grad(y, [t for t in (xf, wf, bf) if t is not None], dy.float()))
         else:
-            grads = torch.autograd.grad(y, [t for t in (xf, wf, bf) if t is not None], dy.float())
+            stored = z.detach().to(x.dtype).float().requires_grad_()
+            dz = torch.autograd.grad(reference_activation(stored, activation, slope), stored, dy.float())[0]
+        grads = (dz @ wf.detach(), dz.t() @ xf.detach()) + ((dz.sum(0),) if b is not None else ())
     return (y.detach(), *grads)
 
 

@@ -80,6 +80,23 @@ def test_a_reference_that_does_not_fit_is_a_failed_trial_not_a_crash(monkeypatch
     assert trial.status == "out_of_resources" and "out of memory" in trial.error
 
 
+def test_a_smooth_derivative_is_taken_at_z_as_stored():
+    """silu' near its zero (z = -1.247, stored in bfloat16 as -1.25) moves by 10 % of itself
+    with that rounding; torch's own bfloat16 step takes it at the stored z, and so does the
+    reference (float32 operands keep their z)."""
+    x, w, b = torch.tensor([[1.0, 0.5]]), torch.tensor([[-1.2421875, 0.0]]), torch.tensor([-0.0048828125])
+    dy = torch.tensor([[1.0]])
+    xh, wh, bh = (t.bfloat16().requires_grad_() for t in (x, w, b))
+    torch.nn.functional.silu(torch.nn.functional.linear(xh, wh, bh)).backward(dy.bfloat16())
+    _, dx, dw, db = linear_reference(*(t.bfloat16() for t in (x, w, b, dy)), "silu")
+    assert relative_error(bh.grad, db) < 1e-3 and relative_error(xh.grad, dx) < 1e-2
+    z = torch.nn.functional.linear(x, w, b).requires_grad_()
+    at_float_z = torch.autograd.grad(torch.nn.functional.silu(z), z)[0]
+    assert relative_error(bh.grad, at_float_z[0]) > 0.08  # what the reference took before
+    _, _, _, db32 = linear_reference(x, w, b, dy, "silu")
+    torch.testing.assert_close(db32, at_float_z[0])
+
+
 def test_gradient_terms_change_nothing_on_terms_of_random_sign():
     """Over 64 rows of random data each gradient sums to about its terms' scale, so the check
     stays as sharp: a dW that lost a quarter of its rows' terms still reads far off."""
