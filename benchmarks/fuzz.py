@@ -7,8 +7,9 @@ A few fixed edge cases run first (a single output element in each activation's t
 and 1, unaligned rows, column slices of aligned rows); then each case draws a problem
 nobody chose: M, N, K log-uniform (a tenth of them 1), float16, bfloat16 or float32, each
 operand row-major, transposed, a strided slice or a column slice of padded rows, a bias or
-not, any activation (leaky_relu with a slope of 0.01, 0.2, -0.1 or 0), in one case in six a
-quarter of A's rows zeroed (pre-activations of exactly 0 where there is no bias); the config is the one matmul picks (six cases in ten) or a candidate
+not, any activation, and departures from the plain call (``variation``: leaky_relu's slope
+of either sign, rows of A zeroed so that pre-activations are exactly 0, C given as a view, a
+float32 bias, a transposed dY, an operand that needs no gradient); the config is the one matmul picks (six cases in ten) or a candidate
 of the selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
 first; the case passes when every element is written and the result is within 1e-2 of the
 reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
@@ -37,6 +38,7 @@ import math
 import random
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -136,63 +138,110 @@ SLOPES = (0.01, 0.2, -0.1, 0.0)
 the others off a stored Z."""
 
 
-def variation(act: str, rows: int, gen, device) -> tuple[float, torch.Tensor | None]:
-    """(slope, rows of A to zero or None), drawn for a case: leaky_relu's slope, and in one
-    case in six a quarter of A's rows zeroed, so that with no bias their Z is exactly 0, where
-    relu's and leaky_relu's derivatives jump (padding tokens do it in training)."""
-    slope = SLOPES[int(torch.randint(len(SLOPES), (), generator=gen, device=device))] if act == "leaky_relu" else 0.01
-    zeroed = None
-    if rows and float(torch.rand((), generator=gen, device=device)) < 1 / 6:
-        zeroed = torch.randperm(rows, generator=gen, device=device)[: max(1, rows // 4)]
-    return slope, zeroed
+@dataclass
+class Variation:
+    """How a case departs from the plain call, drawn for it (``variation``)."""
+
+    slope: float = 0.01  # leaky_relu's
+    zeroed: torch.Tensor | None = None  # rows of A (X) set to 0: with no bias their Z is exactly 0
+    out: str = "n"  # C given dense ("n"), as a transposed view ("t") or as every other column ("s")
+    bias_fp32: bool = False  # a float32 bias with 16-bit operands
+    dy: str = "n"  # backward's dY dense or a transposed view ("t")
+    frozen: str = ""  # "x" or "w": that operand needs no gradient
+
+    def __str__(self) -> str:
+        said = [f"slope {self.slope:g}"] if self.slope != 0.01 else []
+        said += [f"{len(self.zeroed)} rows of A zeroed"] if self.zeroed is not None else []
+        said += [f"out {self.out}"] if self.out != "n" else []
+        said += ["float32 bias"] if self.bias_fp32 else []
+        said += [f"dY {self.dy}"] if self.dy != "n" else []
+        said += [f"{self.frozen} frozen"] if self.frozen else []
+        return " ".join(said)
 
 
-def _varied(slope: float, zeroed) -> str:
-    said = [f"slope {slope:g}"] if slope != 0.01 else []
-    return " ".join(said + ([f"{len(zeroed)} rows of A zeroed"] if zeroed is not None else []))
+def variation(act: str, rows: int, gen, device) -> Variation:
+    """A case's departures from the plain call: leaky_relu's slope; in one case in six a
+    quarter of A's rows zeroed (relu's and leaky_relu's derivatives jump at 0; padding tokens
+    do it in training); in one in four each, C as a view, a float32 bias, dY as a transposed
+    view; in one in five an operand frozen."""
+    def draw(choices):
+        return choices[int(torch.randint(len(choices), (), generator=gen, device=device))]
+
+    def chance(p: float) -> bool:
+        return float(torch.rand((), generator=gen, device=device)) < p
+
+    v = Variation(slope=draw(SLOPES) if act == "leaky_relu" else 0.01)
+    if rows and chance(1 / 6):
+        v.zeroed = torch.randperm(rows, generator=gen, device=device)[: max(1, rows // 4)]
+    v.out = draw("ts") if chance(1 / 4) else "n"
+    v.bias_fp32 = chance(1 / 4)
+    v.dy = "t" if chance(1 / 4) else "n"
+    v.frozen = draw("xw") if chance(1 / 5) else ""
+    return v
+
+
+def _output(m: int, n: int, how: str, dtype, device) -> torch.Tensor:
+    """C poisoned with NaN, dense or as a view (``Variation.out``)."""
+    if how == "t":
+        return torch.full((n, m), float("nan"), dtype=dtype, device=device).t()
+    if how == "s":
+        return torch.full((m, 2 * n), float("nan"), dtype=dtype, device=device)[:, ::2]
+    return torch.full((m, n), float("nan"), dtype=dtype, device=device)
+
+
+def _bias(n: int, dtype, v: Variation, device, gen) -> torch.Tensor:
+    bb = torch.randn(n, generator=gen, device=device)
+    return bb if v.bias_fp32 and dtype != torch.float32 else bb.to(dtype)
 
 
 def run_case(case, device, gen, vary: bool = True) -> tuple[str, str]:
     m, n, k, dtype, hows, bias, act, config = case
-    slope, zeroed = variation(act, m, gen, device) if vary else (0.01, None)
+    v = variation(act, m, gen, device) if vary else Variation()
     a = operand(m, k, hows[0], dtype, device, gen) / max(k, 1) ** 0.5
-    if zeroed is not None:
-        a[zeroed] = 0
+    if v.zeroed is not None:
+        a[v.zeroed] = 0
     b = operand(k, n, hows[1], dtype, device, gen)
-    bb = torch.randn(n, generator=gen, device=device).to(dtype) if bias else None
-    out = torch.full((m, n), float("nan"), dtype=dtype, device=device)
+    bb = _bias(n, dtype, v, device, gen) if bias else None
+    out = _output(m, n, v.out, dtype, device)
     try:
-        autokernel.matmul(a, b, bb, act, slope=slope, config=config, out=out)
+        got = autokernel.matmul(a, b, bb, act, slope=v.slope, config=config, out=out)
         if device.type == "cuda":
             torch.cuda.synchronize()
     except ConfigError as exc:
         return "refused", str(exc)
-    ref = reference(a, b, bb, act, slope)
+    if got.data_ptr() != out.data_ptr() or got.stride() != out.stride():
+        return "FAIL", f"out= not returned as given {v}".rstrip()
+    ref = reference(a, b, bb, act, v.slope)
     max_abs, rel, close, written = compare(out, ref)
     tol = tolerance(dtype)
     if not (written and close and rel <= tol) and not (written and rel <= tol and max_abs <= 2 * tol):
-        return "FAIL", f"rel {rel:.2e} max_abs {max_abs:.2e} written {written} {_varied(slope, zeroed)}".rstrip()
+        return "FAIL", f"rel {rel:.2e} max_abs {max_abs:.2e} written {written} {v}".rstrip()
     return "ok", f"rel {rel:.1e}"
 
 
 def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
     m, n, k, dtype, hows, bias, act, _ = case
-    slope, zeroed = variation(act, m, gen, device) if vary else (0.01, None)
+    v = variation(act, m, gen, device) if vary else Variation()
     x = operand(m, k, hows[0], dtype, device, gen)
-    if zeroed is not None:
-        x[zeroed] = 0
-    x.requires_grad_()
-    w = (operand(n, k, hows[1], dtype, device, gen) / max(k, 1) ** 0.5).requires_grad_()
-    bb = torch.randn(n, generator=gen, device=device).to(dtype).requires_grad_() if bias else None
-    y = autokernel.linear(x, w, bb, act, slope=slope)
-    dy = torch.randn(y.shape, generator=gen, device=device).to(dtype)
-    y.backward(dy)
-    _, *want = linear_reference(x, w, bb, dy, act, slope, kernel_y=y)
-    got = [x.grad, w.grad] + ([bb.grad] if bias else [])
-    errors = [relative_error(g, r, t) for g, r, t in zip(got, want, gradient_terms(x, w, bb, dy, act, slope))]
+    if v.zeroed is not None:
+        x[v.zeroed] = 0
+    x.requires_grad_(v.frozen != "x")
+    w = (operand(n, k, hows[1], dtype, device, gen) / max(k, 1) ** 0.5).requires_grad_(v.frozen != "w")
+    bb = _bias(n, dtype, v, device, gen).requires_grad_() if bias else None
+    y = autokernel.linear(x, w, bb, act, slope=v.slope)
+    dy = torch.randn(y.shape[::-1] if v.dy == "t" else y.shape, generator=gen, device=device).to(dtype)
+    y.backward(dy.t() if v.dy == "t" else dy)
+    dy = dy.t() if v.dy == "t" else dy
+    _, *want = linear_reference(x, w, bb, dy, act, v.slope, kernel_y=y)
+    terms = gradient_terms(x, w, bb, dy, act, v.slope)
+    leaves = [x, w] + ([bb] if bias else [])
+    if any((t.grad is None) == t.requires_grad for t in leaves):
+        return "FAIL", f"backward: gradients {[t.grad is not None for t in leaves]} for requires_grad " \
+                       f"{[t.requires_grad for t in leaves]} {v}".rstrip()
+    errors = [relative_error(t.grad, r, s) for t, r, s in zip(leaves, want, terms) if t.requires_grad]
     tol = 3 * tolerance(dtype)  # products of rounded operands and an activation's derivative
     worst = next((e for e in errors if not e <= tol), max(errors))  # a NaN first: max() may skip it
-    return ("ok" if worst <= tol else "FAIL"), f"backward worst rel {worst:.2e} {_varied(slope, zeroed)}".rstrip()
+    return ("ok" if worst <= tol else "FAIL"), f"backward worst rel {worst:.2e} {v}".rstrip()
 
 
 def main(argv=None) -> int:

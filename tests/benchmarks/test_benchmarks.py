@@ -238,8 +238,11 @@ def test_multi_gpu_refuses_one_device():
 def _fuzz_module():
     import importlib.util
 
+    if "fuzz_bench" in sys.modules:
+        return sys.modules["fuzz_bench"]
     spec = importlib.util.spec_from_file_location("fuzz_bench", BENCH / "fuzz.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["fuzz_bench"] = module  # as an import would: its dataclass looks itself up there
     spec.loader.exec_module(module)
     return module
 
@@ -393,14 +396,19 @@ def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_majo
     assert out.constants[lacking].r == -0.5 and out.errors == {own: 0.1, few: 0.1, lacking: 0.2}
 
 
-def test_fuzz_draws_every_slope_and_zeroed_rows():
-    """leaky_relu's slopes of both signs and exact-zero rows come up within a short run."""
+def test_fuzz_draws_every_variation():
+    """Each departure from the plain call comes up within a short run, at about its rate:
+    leaky_relu's slopes of both signs, zeroed rows, C as a view, a float32 bias, a transposed
+    dY, a frozen operand; other activations keep the default slope."""
     import torch
 
     fuzz = _fuzz_module()
     gen = torch.Generator().manual_seed(1)
-    draws = [fuzz.variation("leaky_relu", 40, gen, torch.device("cpu")) for _ in range(120)]
-    assert {slope for slope, _ in draws} == set(fuzz.SLOPES)
-    zeroed = [z for _, z in draws if z is not None]
-    assert 8 <= len(zeroed) <= 40 and all(len(z) == 10 and len(set(z.tolist())) == 10 for z in zeroed)
-    assert {fuzz.variation("gelu", 40, gen, torch.device("cpu"))[0] for _ in range(20)} == {0.01}
+    draws = [fuzz.variation("leaky_relu", 40, gen, torch.device("cpu")) for _ in range(240)]
+    assert {v.slope for v in draws} == set(fuzz.SLOPES)
+    zeroed = [v.zeroed for v in draws if v.zeroed is not None]
+    assert 20 <= len(zeroed) <= 60 and all(len(z) == 10 and len(set(z.tolist())) == 10 for z in zeroed)
+    assert {v.out for v in draws} == set("nts") and {v.dy for v in draws} == set("nt")
+    assert {v.frozen for v in draws} == {"", "x", "w"} and 30 <= sum(v.bias_fp32 for v in draws) <= 90
+    assert {fuzz.variation("gelu", 40, gen, torch.device("cpu")).slope for _ in range(20)} == {0.01}
+    assert str(fuzz.Variation()) == "" and "float32 bias" in str(fuzz.Variation(bias_fp32=True))
