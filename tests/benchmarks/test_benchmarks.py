@@ -399,7 +399,8 @@ def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_majo
 def test_fuzz_draws_every_variation():
     """Each departure from the plain call comes up within a short run, at about its rate:
     leaky_relu's slopes of both signs, zeroed rows, C as a view, a float32 bias, a transposed
-    dY, a frozen operand; other activations keep the default slope."""
+    dY, a frozen operand, a second call after an update in place; other activations keep the
+    default slope."""
     import torch
 
     fuzz = _fuzz_module()
@@ -410,5 +411,30 @@ def test_fuzz_draws_every_variation():
     assert 20 <= len(zeroed) <= 60 and all(len(z) == 10 and len(set(z.tolist())) == 10 for z in zeroed)
     assert {v.out for v in draws} == set("nts") and {v.dy for v in draws} == set("nt")
     assert {v.frozen for v in draws} == {"", "x", "w"} and 30 <= sum(v.bias_fp32 for v in draws) <= 90
+    assert 30 <= sum(v.again for v in draws) <= 90
     assert {fuzz.variation("gelu", 40, gen, torch.device("cpu")).slope for _ in range(20)} == {0.01}
     assert str(fuzz.Variation()) == "" and "float32 bias" in str(fuzz.Variation(bias_fp32=True))
+
+
+def test_fuzz_second_call_catches_results_kept_by_address(monkeypatch):
+    """A matmul that keeps its result by the operands' addresses passes one call and fails the
+    second, after the values changed in place; the real one passes both."""
+    import torch
+
+    fuzz = _fuzz_module()
+    real = fuzz.autokernel.matmul
+    kept = {}
+
+    def keeping(a, b, bias=None, act=None, *, out, **kwargs):
+        key = (a.data_ptr(), b.data_ptr())
+        if key not in kept:
+            kept[key] = real(a, b, bias, act, out=out, **kwargs).clone()
+        out.copy_(kept[key])
+        return out
+
+    case = (24, 20, 16, torch.float16, ("n", "t"), True, "gelu", None)
+    monkeypatch.setattr(fuzz, "variation", lambda *args: fuzz.Variation(again=True))
+    assert fuzz.run_case(case, torch.device("cpu"), torch.Generator().manual_seed(0))[0] == "ok"
+    monkeypatch.setattr(fuzz.autokernel, "matmul", keeping)
+    status, detail = fuzz.run_case(case, torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert status == "FAIL" and "(call 2)" in detail
