@@ -95,6 +95,7 @@ def test_fuzz_runs_and_passes_on_the_interpreter():
     proc = _run(str(BENCH / "fuzz.py"), "--cases", "6", "--seed", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 failed" in proc.stdout and "edge cases" in proc.stdout, proc.stdout
+    assert "PAD_MIN_FLOP 0" in proc.stdout  # the interpreter's tiny problems take the operand copies too
 
 
 def test_fit_cublas_builds_a_table_and_replays_the_auto_backend(tmp_path):
