@@ -10,9 +10,10 @@ operand row-major, transposed, a strided slice or a column slice of padded rows,
 not, any activation, and departures from the plain call (``variation``: leaky_relu's slope
 of either sign, rows of A zeroed so that pre-activations are exactly 0, C given as a view, a
 float32 bias, a transposed dY, an operand that needs no gradient, a second call after the
-operands' values changed in place); the config is the one matmul picks (six cases in ten) or a candidate
-of the selector, or a config of the tuner's space drawn at random. The output is poisoned with NaN
-first; the case passes when every element is written and the result is within 1e-2 of the
+operands' values changed in place, X as a batch of two sequences in a non-contiguous view);
+the config is the one matmul picks (six cases in ten) or a candidate of the selector, or a
+config of the tuner's space drawn at random. Under the interpreter the operand copies into
+aligned rows are taken from any amount of work. The output is poisoned with NaN first; the case passes when every element is written and the result is within 1e-2 of the
 reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
 mantissa. A config refused for shared memory (ConfigError, before launch) is counted, not a
 failure; any other exception is. One case in five also runs linear's backward and checks
@@ -150,6 +151,7 @@ class Variation:
     dy: str = "n"  # backward's dY dense or a transposed view ("t")
     frozen: str = ""  # "x" or "w": that operand needs no gradient
     again: bool = False  # a second call on the same tensors, their values changed in place
+    batched: bool = False  # backward's X as [2, M/2, K], a non-contiguous view (a batch of sequences)
 
     def __str__(self) -> str:
         said = [f"slope {self.slope:g}"] if self.slope != 0.01 else []
@@ -159,6 +161,7 @@ class Variation:
         said += [f"dY {self.dy}"] if self.dy != "n" else []
         said += [f"{self.frozen} frozen"] if self.frozen else []
         said += ["called again after an update in place"] if self.again else []
+        said += ["X batched"] if self.batched else []
         return " ".join(said)
 
 
@@ -182,7 +185,14 @@ def variation(act: str, rows: int, gen, device) -> Variation:
     v.dy = "t" if chance(1 / 4) else "n"
     v.frozen = draw("xw") if chance(1 / 5) else ""
     v.again = chance(1 / 4)
+    v.batched = rows % 2 == 0 and rows > 0 and chance(1 / 6)
     return v
+
+
+def _reversed_strides(shape, gen, device) -> torch.Tensor:
+    """Random values of ``shape`` laid out with its dimensions reversed (a transposed view)."""
+    dims = len(shape)
+    return torch.randn(tuple(reversed(shape)), generator=gen, device=device).permute(*reversed(range(dims)))
 
 
 def _update(tensors, gen, device) -> None:
@@ -243,6 +253,8 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
     x = operand(m, k, hows[0], dtype, device, gen)
     if v.zeroed is not None:
         x[v.zeroed] = 0
+    if v.batched:  # row i of the [M, K] problem is x[i % 2, i // 2]: a view no reshape undoes
+        x = x.view(m // 2, 2, k).transpose(0, 1) if x.is_contiguous() else x.reshape(m // 2, 2, k).transpose(0, 1)
     x.requires_grad_(v.frozen != "x")
     w = (operand(n, k, hows[1], dtype, device, gen) / max(k, 1) ** 0.5).requires_grad_(v.frozen != "w")
     bb = _bias(n, dtype, v, device, gen).requires_grad_() if bias else None
@@ -253,15 +265,19 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
             for t in leaves:
                 t.grad = None
         y = autokernel.linear(x, w, bb, act, slope=v.slope)
-        dy = torch.randn(y.shape[::-1] if v.dy == "t" else y.shape, generator=gen, device=device).to(dtype)
-        y.backward(dy.t() if v.dy == "t" else dy)
-        dy = dy.t() if v.dy == "t" else dy
-        _, *want = linear_reference(x, w, bb, dy, act, v.slope, kernel_y=y)
-        terms = gradient_terms(x, w, bb, dy, act, v.slope)
+        if v.dy == "t":
+            dy = _reversed_strides(y.shape, gen, device).to(dtype)
+        else:
+            dy = torch.randn(y.shape, generator=gen, device=device).to(dtype)
+        y.backward(dy)
+        flat = [t.detach().reshape(-1, t.shape[-1]) for t in (x, dy, y)]
+        _, *want = linear_reference(flat[0], w, bb, flat[1], act, v.slope, kernel_y=flat[2])
+        terms = gradient_terms(flat[0], w, bb, flat[1], act, v.slope)
         if any((t.grad is None) == t.requires_grad for t in leaves):
             return "FAIL", f"backward: gradients {[t.grad is not None for t in leaves]} for requires_grad " \
                            f"{[t.requires_grad for t in leaves]} {v}".rstrip()
-        errors = [relative_error(t.grad, r, s) for t, r, s in zip(leaves, want, terms) if t.requires_grad]
+        errors = [relative_error(t.grad.reshape(r.shape), r, s) for t, r, s in zip(leaves, want, terms)
+                  if t.requires_grad]
         tol = 3 * tolerance(dtype)  # products of rounded operands and an activation's derivative
         worst = next((e for e in errors if not e <= tol), max(errors))  # a NaN first: max() may skip it
         if not worst <= tol:

@@ -412,7 +412,8 @@ def test_fuzz_draws_every_variation():
     assert 20 <= len(zeroed) <= 60 and all(len(z) == 10 and len(set(z.tolist())) == 10 for z in zeroed)
     assert {v.out for v in draws} == set("nts") and {v.dy for v in draws} == set("nt")
     assert {v.frozen for v in draws} == {"", "x", "w"} and 30 <= sum(v.bias_fp32 for v in draws) <= 90
-    assert 30 <= sum(v.again for v in draws) <= 90
+    assert 30 <= sum(v.again for v in draws) <= 90 and 20 <= sum(v.batched for v in draws) <= 60
+    assert not any(fuzz.variation("gelu", 7, gen, torch.device("cpu")).batched for _ in range(60))  # odd M
     assert {fuzz.variation("gelu", 40, gen, torch.device("cpu")).slope for _ in range(20)} == {0.01}
     assert str(fuzz.Variation()) == "" and "float32 bias" in str(fuzz.Variation(bias_fp32=True))
 
