@@ -16,8 +16,8 @@ config of the tuner's space drawn at random. Under the interpreter the operand c
 aligned rows are taken from any amount of work. The output is poisoned with NaN first; the case passes when every element is written and the result is within 1e-2 of the
 reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's 8-bit
 mantissa. A config refused for shared memory (ConfigError, before launch) is counted, not a
-failure; any other exception is. One case in five also runs linear's backward and checks
-dX, dW and db. Exit code 1 on any failure; the failing cases are printed in full.
+failure; any other exception is. One case in five also runs linear's forward with that config
+(storing Z where backward needs it) and its backward, and checks dX, dW and db. Exit code 1 on any failure; the failing cases are printed in full.
 
 Under ``AUTOKERNEL_BACKEND=auto`` the GEMMs routed to cuBLAS run as torch runs them, so the
 fuzz turns off torch's reduced-precision reductions for the run (cuBLAS may otherwise sum
@@ -248,7 +248,9 @@ def run_case(case, device, gen, vary: bool = True) -> tuple[str, str]:
 
 
 def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
-    m, n, k, dtype, hows, bias, act, _ = case
+    """linear's forward (with the case's config, storing Z where backward needs it) and
+    backward (dX's and dW's configs picked) against float32 autograd."""
+    m, n, k, dtype, hows, bias, act, config = case
     v = variation(act, m, gen, device) if vary else Variation()
     x = operand(m, k, hows[0], dtype, device, gen)
     if v.zeroed is not None:
@@ -264,7 +266,10 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
             _update(leaves, gen, device)
             for t in leaves:
                 t.grad = None
-        y = autokernel.linear(x, w, bb, act, slope=v.slope)
+        try:
+            y = autokernel.linear(x, w, bb, act, slope=v.slope, config=config)
+        except ConfigError as exc:  # storing Z can take shared memory the forward alone did not
+            return "refused", f"backward: {exc}"
         if v.dy == "t":
             dy = _reversed_strides(y.shape, gen, device).to(dtype)
         else:

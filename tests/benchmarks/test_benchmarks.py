@@ -289,7 +289,7 @@ def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
         monkeypatch.setattr(fuzz.autokernel, "linear", linear)
         return fuzz.run_backward(case, cpu, torch.Generator().manual_seed(KINK_FLIP_SEED), vary=False)
 
-    def tf32_linear(x, w, b, activation, slope=0.01):
+    def tf32_linear(x, w, b, activation, slope=0.01, config=None):
         z = tf32_rounded(x) @ tf32_rounded(w).t()
         return reference_activation(z if b is None else z + b, activation, slope)
 
@@ -298,7 +298,7 @@ def test_fuzz_backward_takes_the_kink_side_of_the_forward(monkeypatch, act):
     w = fuzz.operand(n, k, "n", torch.float32, cpu, gen) / k ** 0.5
     assert ((x @ w.t() > 0) != (tf32_rounded(x) @ tf32_rounded(w).t() > 0)).any()
     assert run(tf32_linear)[0] == "ok"
-    assert run(lambda x, w, b, activation, slope: tf32_linear(x, 1.5 * w, b, activation, slope))[0] == "FAIL"
+    assert run(lambda x, w, b, activation, slope, config: tf32_linear(x, 1.5 * w, b, activation, slope))[0] == "FAIL"
     assert run(ours, (5, 33, 150, torch.float32, ("n", "t"), True, act, None))[0] == "ok"
 
 
@@ -440,3 +440,20 @@ def test_fuzz_second_call_catches_results_kept_by_address(monkeypatch):
     monkeypatch.setattr(fuzz.autokernel, "matmul", keeping)
     status, detail = fuzz.run_case(case, torch.device("cpu"), torch.Generator().manual_seed(0))
     assert status == "FAIL" and "(call 2)" in detail
+
+
+def test_fuzz_backward_runs_the_forward_with_the_cases_config(monkeypatch):
+    """The training forward (Z stored) takes the drawn config, so every kernel the configs
+    reach also stores Z; a config that cannot is refused, not failed."""
+    import torch
+
+    from autokernel.candidates import _c
+
+    fuzz = _fuzz_module()
+    real, seen = fuzz.autokernel.linear, []
+    monkeypatch.setattr(fuzz.autokernel, "linear", lambda *a, config=None, **kw: seen.append(config) or real(
+        *a, config=config, **kw))
+    config = _c(16, 32, 16, 8, 1, 2, split_k=2)
+    case = (20, 24, 40, torch.float16, ("n", "t"), True, "silu", config)
+    assert fuzz.run_backward(case, torch.device("cpu"), torch.Generator().manual_seed(0), vary=False)[0] == "ok"
+    assert seen == [config]
