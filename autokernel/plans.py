@@ -264,14 +264,14 @@ class GemmPlan:
             self._fire(a, b, out, bias, z)
 
     def _fire(self, a, b, out, bias, z) -> None:
-        if self.pad is not None:
-            # The copies may live in the stream's buffer: another thread's copy on the same
-            # stream must not land between this copy and the launch that reads it.
-            with _PADDED_LAUNCH:
-                a, b = self.pad(a, b)
-                self.launch(a, b, out, bias if bias is not None else out, z if z is not None else out)
+        bias, z = bias if bias is not None else out, z if z is not None else out
+        if self.pad is None:
+            self.launch(a, b, out, bias, z)
             return
-        self.launch(a, b, out, bias if bias is not None else out, z if z is not None else out)
+        # The copies may live in the stream's buffer: another thread's copy on the same
+        # stream must not land between this copy and the launch that reads it.
+        with _PADDED_LAUNCH:
+            self.launch(*self.pad(a, b), out, bias, z)
 
 
 def gemm_plan(a, b, bias, act: str, slope: float, config: KernelConfig | None, store_z: bool = False) -> GemmPlan:
