@@ -146,7 +146,7 @@ class Variation:
 
     slope: float = 0.01  # leaky_relu's
     zeroed: torch.Tensor | None = None  # rows of A (X) set to 0: with no bias their Z is exactly 0
-    out: str = "n"  # C given dense ("n"), as a transposed view ("t") or as every other column ("s")
+    out: str = "n"  # C given as ``operand`` lays one out: dense ("n"), transposed ("t"), every other column ("s")
     bias_fp32: bool = False  # a float32 bias with 16-bit operands
     dy: str = "n"  # backward's dY dense or a transposed view ("t")
     frozen: str = ""  # "x" or "w": that operand needs no gradient
@@ -170,7 +170,8 @@ def variation(act: str, rows: int, gen, device) -> Variation:
     quarter of A's rows zeroed (relu's and leaky_relu's derivatives jump at 0; padding tokens
     do it in training); in one in four each, C as a view, a float32 bias, dY as a transposed
     view; in one in five an operand frozen; in one in four a second call on the same tensors
-    after their values changed in place (an optimizer's step: nothing may be kept by address)."""
+    after their values changed in place (an optimizer's step: nothing may be kept by address);
+    in one in six with M even, backward's X as a batch of two sequences."""
     def draw(choices):
         return choices[int(torch.randint(len(choices), (), generator=gen, device=device))]
 
@@ -204,15 +205,6 @@ def _update(tensors, gen, device) -> None:
                 t.copy_(torch.randn(t.shape, generator=gen, device=device) * scale)
 
 
-def _output(m: int, n: int, how: str, dtype, device) -> torch.Tensor:
-    """C poisoned with NaN, dense or as a view (``Variation.out``)."""
-    if how == "t":
-        return torch.full((n, m), float("nan"), dtype=dtype, device=device).t()
-    if how == "s":
-        return torch.full((m, 2 * n), float("nan"), dtype=dtype, device=device)[:, ::2]
-    return torch.full((m, n), float("nan"), dtype=dtype, device=device)
-
-
 def _bias(n: int, dtype, v: Variation, device, gen) -> torch.Tensor:
     bb = torch.randn(n, generator=gen, device=device)
     return bb if v.bias_fp32 and dtype != torch.float32 else bb.to(dtype)
@@ -226,7 +218,7 @@ def run_case(case, device, gen, vary: bool = True) -> tuple[str, str]:
         a[v.zeroed] = 0
     b = operand(k, n, hows[1], dtype, device, gen)
     bb = _bias(n, dtype, v, device, gen) if bias else None
-    out = _output(m, n, v.out, dtype, device)
+    out = operand(m, n, v.out, dtype, device, gen).fill_(float("nan"))  # poisoned, dense or a view
     for call in range(2 if v.again else 1):
         if call:
             _update((a, b, bb), gen, device)
