@@ -1,6 +1,6 @@
 """Differential fuzz of autokernel.matmul and autokernel.linear against a float32 reference.
 
-    python3 benchmarks/fuzz.py [--cases 400] [--seed S]      # a GPU, or the interpreter on tiny sizes
+    python3 benchmarks/fuzz.py [--cases 400] [--seed S] [--time-budget SECONDS]   # a GPU, or the interpreter on tiny sizes
     python3 benchmarks/fuzz.py --huge                         # a GPU with 80 GB or more
 
 A few fixed edge cases run first (a single output element in each activation's tail, K = 0
@@ -18,6 +18,9 @@ reference (relative Frobenius error, and allclose at 1e-2) - 2e-2 for bfloat16's
 mantissa. A config refused for shared memory (ConfigError, before launch) is counted, not a
 failure; any other exception is. One case in five also runs linear's forward with that config
 (storing Z where backward needs it) and its backward, and checks dX, dW and db. Exit code 1 on any failure; the failing cases are printed in full.
+With ``--time-budget`` no case starts after that many seconds; the summary then says how many
+of the cases ran (as it does when the run is interrupted: Ctrl-C or SIGTERM, e.g. from
+``timeout``), so that a run cut short still reports what it checked.
 
 Under ``AUTOKERNEL_BACKEND=auto`` the GEMMs routed to cuBLAS run as torch runs them, so the
 fuzz turns off torch's reduced-precision reductions for the run (cuBLAS may otherwise sum
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -282,13 +286,39 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
     return "ok", f"backward worst rel {worst:.2e}"
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_and_report(case, i: int, device, gen, huge: bool) -> str:
+    """Runs one case (and one in five, its backward too); prints it unless it passed."""
+    m, n, k, dtype, hows, bias, act, config = case
+    label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
+             f"{config.short() if config else 'picked'}")
+    try:
+        status, detail = run_case(case, device, gen, vary=not huge)
+        if status == "ok" and i % 5 == 0 and m and n and (not huge or i == 0):
+            status, detail = run_backward(case, device, gen, vary=not huge)
+    except Exception as exc:  # any exception but a refused config is a failure
+        status, detail = "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    if status != "ok" or huge:
+        print(f"{status:7s} {label}: {detail}", flush=True)
+    if huge:
+        torch.cuda.empty_cache()
+    return status
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=400)
     ap.add_argument("--seed", type=int, default=None, help="default: time-based (printed)")
     ap.add_argument("--huge", action="store_true",
                     help="instead: the fixed problems whose tensors pass 2^31 elements (a GPU with 80 GB)")
+    ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                    help="start no case after this many seconds (default: run every case)")
     args = ap.parse_args(argv)
+    if args.time_budget is not None and not args.time_budget > 0:
+        ap.error("--time-budget must be a positive number of seconds")
     if args.huge and runtime.INTERPRETER:
         print("error: --huge needs a CUDA GPU (tensors of 2^31 elements and more)", file=sys.stderr)
         return 2
@@ -297,38 +327,41 @@ def main(argv=None) -> int:
     device = runtime.kernel_device()
     gen = torch.Generator(device=device).manual_seed(seed)
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
-    if args.huge:
-        cases = HUGE_CASES
-        print(f"{len(cases)} problems with tensors past 2^31 elements on {runtime.device_name()}")
-    else:
-        cases = EDGE_CASES + [draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
-        print(f"seed {seed}, {len(EDGE_CASES)} edge cases and {args.cases} drawn on {runtime.device_name()}")
-    if runtime.INTERPRETER and not args.huge:
-        # The interpreter's problems are tiny: let them take the operand copies too, which
-        # on a GPU only problems past PAD_MIN_FLOP take.
-        plans.PAD_MIN_FLOP = 0
-        print("interpreter: operands copied into aligned rows from any amount of work (PAD_MIN_FLOP 0)")
-    if route.backend() == "auto":
-        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-        print("backend auto: torch's reduced-precision reductions off for the run")
-    for i, case in enumerate(cases):
-        m, n, k, dtype, hows, bias, act, config = case
-        label = (f"{m}x{n}x{k} {str(dtype)[6:]} {''.join(hows)} {'bias ' if bias else ''}{act} "
-                 f"{config.short() if config else 'picked'}")
-        try:
-            status, detail = run_case(case, device, gen, vary=not args.huge)
-            if status == "ok" and i % 5 == 0 and m and n and (not args.huge or i == 0):
-                status, detail = run_backward(case, device, gen, vary=not args.huge)
-        except Exception as exc:  # any exception but a refused config is a failure
-            status, detail = "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        counts[status] += 1
-        if status != "ok" or args.huge:
-            print(f"{status:7s} {label}: {detail}", flush=True)
+    cases = HUGE_CASES if args.huge else EDGE_CASES + [
+        draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
+    stopped = ""
+    previous_term = signal.signal(signal.SIGTERM, _interrupt)
+    try:
         if args.huge:
-            torch.cuda.empty_cache()
+            print(f"{len(cases)} problems with tensors past 2^31 elements on {runtime.device_name()}")
+        else:
+            print(f"seed {seed}, {len(EDGE_CASES)} edge cases and {args.cases} drawn on {runtime.device_name()}")
+        if runtime.INTERPRETER and not args.huge:
+            # The interpreter's problems are tiny: let them take the operand copies too, which
+            # on a GPU only problems past PAD_MIN_FLOP take.
+            plans.PAD_MIN_FLOP = 0
+            print("interpreter: operands copied into aligned rows from any amount of work (PAD_MIN_FLOP 0)")
+        if route.backend() == "auto":
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+            print("backend auto: torch's reduced-precision reductions off for the run")
+        start = time.monotonic()
+        for i, case in enumerate(cases):
+            if args.time_budget is not None and time.monotonic() - start > args.time_budget:
+                stopped = f"time budget of {args.time_budget:g} s spent"
+                break
+            counts[run_and_report(case, i, device, gen, huge=args.huge)] += 1
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+    done = sum(counts.values())
+    if stopped:
+        print(f"stopped after {done} of {len(cases)} cases: {stopped}")
     print(f"{counts['ok']} ok, {counts['refused']} refused for shared memory, {counts['FAIL']} failed")
-    return 1 if counts["FAIL"] else 0
+    if counts["FAIL"]:
+        return 1
+    return 130 if stopped == "interrupted" else 0
 
 
 if __name__ == "__main__":

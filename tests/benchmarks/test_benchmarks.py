@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -96,6 +97,38 @@ def test_fuzz_runs_and_passes_on_the_interpreter():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 failed" in proc.stdout and "edge cases" in proc.stdout, proc.stdout
     assert "PAD_MIN_FLOP 0" in proc.stdout  # the interpreter's tiny problems take the operand copies too
+
+
+def test_fuzz_stops_at_its_time_budget_and_says_how_far_it_got():
+    pytest.importorskip("triton")
+    proc = _run(str(BENCH / "fuzz.py"), "--cases", "400", "--seed", "3", "--time-budget", "0.5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("stopped after "))
+    done, total = (int(w) for w in line.split(": ")[0].split()[2::2])
+    assert 1 <= done < total == 400 + len(_fuzz_module().EDGE_CASES), line
+    assert line.endswith("time budget of 0.5 s spent") and ", 0 failed" in proc.stdout
+    for bad in ("0", "-3", "nan"):
+        proc = _run(str(BENCH / "fuzz.py"), "--time-budget", bad)
+        assert proc.returncode == 2 and "--time-budget must be a positive number" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_fuzz_ended_by_sigterm_prints_its_summary():
+    pytest.importorskip("triton")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(BENCH / "fuzz.py"), "--cases", "400", "--seed", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        first = proc.stdout.readline()  # printed once the handler is in place
+        assert first.startswith("seed 3, "), first
+        proc.send_signal(signal.SIGTERM)  # 400 interpreted cases take minutes: it is mid-run
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, first + out + err
+    assert "stopped after " in out and ": interrupted" in out and " failed" in out, out
+    assert "Traceback" not in err, err
 
 
 def test_fit_cublas_builds_a_table_and_replays_the_auto_backend(tmp_path):
