@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 import autokernel as ak
-from autokernel import plans
+from autokernel import plans, runtime
 from autokernel.evaluate import reference
 from autokernel.kernels.matmul import group_sizes, grouped_tile
 
@@ -127,7 +127,7 @@ def _order_kernel(out_ptr, M, N, GROUP_M: tl.constexpr):
 
 def _tile_order(rows: int, cols: int, group_m: int) -> list[tuple[int, int]]:
     """(pid_m, pid_n) of each program id under the kernels' grouped order, on 1x1 tiles."""
-    out = torch.full((rows * cols, 2), -1, dtype=torch.int32)
+    out = torch.full((rows * cols, 2), -1, dtype=torch.int32, device=runtime.kernel_device())
     _order_kernel[(rows * cols,)](out, rows, cols, GROUP_M=group_m)
     return [tuple(x) for x in out.tolist()]
 
