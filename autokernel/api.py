@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from autokernel import ops, plans
-from autokernel.autograd import LinearFunction
+from autokernel import ops, plans, route
+from autokernel.autograd import LinearFunction, whole_layer_on_torch
 from autokernel.config import KernelConfig
 from autokernel.plans import (  # noqa: F401  (re-exported: the launch path's names, as callers knew them here)
     SUPPORTED_DTYPES,
@@ -200,6 +200,14 @@ def linear(
         if key is not None:
             _remember(plans._LINEARS, key, entry)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        on_torch = entry.on_torch
+        if on_torch is None:
+            x2d = x if entry.flat else x.reshape(entry.m, x.shape[-1])
+            on_torch = entry.on_torch = route.backend() == "auto" and whole_layer_on_torch(x2d, weight, bias, entry)
+        if on_torch:  # every GEMM routed to cuBLAS: torch's linear and autograd, as eager PyTorch runs them
+            if bias is not None and bias.dtype != x.dtype:
+                bias = bias.to(x.dtype)  # as the routed addmm takes it; the cast carries bias's gradient back
+            return torch_activation(torch.nn.functional.linear(x, weight, bias), entry.act, entry.slope)
         return LinearFunction.apply(x, weight, bias, entry)
     flat = entry.flat
     x2d = x if flat else x.reshape(entry.m, x.shape[-1])  # explicit M: -1 is ambiguous when K = 0
@@ -221,7 +229,7 @@ class LinearEntry:
     ``plans._LINEARS``, so a step after the first computes no key but dY's."""
 
     __slots__ = ("act", "slope", "m", "out_shape", "flat", "bias_dtype", "config", "dx_config", "dw_config",
-                 "plan", "train", "backward")
+                 "plan", "train", "backward", "on_torch")
 
     def __init__(self, act: str, slope: float, m: int, out_shape: tuple, flat: bool, bias_dtype,
                  config, dx_config, dw_config):
@@ -229,6 +237,7 @@ class LinearEntry:
         self.bias_dtype, self.config, self.dx_config, self.dw_config = bias_dtype, config, dx_config, dw_config
         self.plan = self.train = None
         self.backward = {}
+        self.on_torch = None  # under grad: whether torch's linear runs the layer (autograd.whole_layer_on_torch)
 
 
 # ---- torch.compile: the ops as torch.library custom ops ----

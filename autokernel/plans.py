@@ -238,6 +238,11 @@ class GemmPlan:
             self.fire(a, b, out, bias, z)
         return out, z
 
+    @property
+    def on_torch(self) -> bool:
+        """Whether this layout runs on torch's cuBLAS (routed by the backend "auto")."""
+        return isinstance(self.launch, route.TorchLaunch)
+
     def check_out(self, out, a, b, bias) -> None:
         """``_check_out_memory`` for operands of this plan's layout, ``out`` included (the
         plan was made with an out=, which was checked then, its own overlap too): each

@@ -273,6 +273,58 @@ def test_a_routed_linear_trains_as_torch_does(to_cublas, device, act):
         _close(autokernel.linear(x, w, bias, act), yr, torch.bfloat16)
 
 
+def _grad_fn_names(y) -> set[str]:
+    seen, todo = set(), [y.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is not None and type(fn).__name__ not in seen:
+            seen.add(type(fn).__name__)
+            todo += [f for f, _ in fn.next_functions]
+    return seen
+
+
+def test_a_layer_whose_three_gemms_all_route_trains_on_torchs_own_autograd(to_cublas, device):
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 19, 40, generator=g).to(device, torch.float16).requires_grad_()
+    w = torch.randn(24, 40, generator=g).to(device, torch.float16).requires_grad_()
+    bias = torch.randn(24, generator=g).to(device, torch.float32).requires_grad_()  # a float32 bias
+    y = autokernel.linear(x, w, bias, "gelu_tanh")
+    names = _grad_fn_names(y)
+    assert "LinearFunctionBackward" not in names and "GeluBackward0" in names, names
+    dy = torch.randn(y.shape, generator=g).to(device, torch.float16)
+    y.backward(dy)
+    xr, wr, br = (t.detach().float().requires_grad_() for t in (x, w, bias))
+    torch.nn.functional.gelu(torch.nn.functional.linear(xr, wr, br), approximate="tanh").backward(dy.float())
+    assert bias.grad.dtype == torch.float32
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (bias.grad, br.grad)):
+        _close(got, want, torch.float16)
+
+
+def test_a_layer_with_a_gemm_left_on_triton_keeps_its_autograd_function(monkeypatch, device):
+    forward_only = lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(  # noqa: E731
+        "cublas" if layout == "nt" else "triton", 2.0, 1.0, "test")
+    monkeypatch.setattr(route, "decide", forward_only)
+    route.use("auto")
+    x = torch.randn(19, 40, device=device, dtype=torch.float16, requires_grad=True)
+    w = torch.randn(24, 40, device=device, dtype=torch.float16, requires_grad=True)
+    y = autokernel.linear(x, w, None, "silu")
+    assert "LinearFunctionBackward" in _grad_fn_names(y)  # dX and dW on the kernels, the forward on cuBLAS
+    y.sum().backward()
+    xr, wr = (t.detach().float().requires_grad_() for t in (x, w))
+    torch.nn.functional.silu(xr @ wr.t()).sum().backward()
+    _close(x.grad, xr.grad, torch.float16)
+    _close(w.grad, wr.grad, torch.float16)
+    # every GEMM routed, but a config given for one of them: the kernels' autograd
+    monkeypatch.setattr(route, "decide", lambda *a, **k: route.Route("cublas", 2.0, 1.0, "test"))
+    route.use("auto")
+    cfg = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
+    y = autokernel.linear(x, w, None, "silu", dx_config=cfg)
+    assert "LinearFunctionBackward" in _grad_fn_names(y)
+    assert "LinearFunctionBackward" not in _grad_fn_names(autokernel.linear(x, w, None, "silu"))
+    route.use("triton")
+    assert "LinearFunctionBackward" in _grad_fn_names(autokernel.linear(x, w, None, "silu"))
+
+
 def test_a_given_config_and_float32_never_route(to_cublas, device):
     cfg = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
     a, b = torch.randn(16, 16, device=device, dtype=torch.float16), torch.randn(16, 16, device=device, dtype=torch.float16)
