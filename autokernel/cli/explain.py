@@ -69,6 +69,8 @@ def explain(
         return
     for what, gemm, out in found:
         _render(what, gemm, name, out)
+    if backward and all(out["route"]["cublas_us"] is not None for *_, out in found):
+        _render_layer_route([out["route"] for *_, out in found])
 
 
 def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
@@ -200,6 +202,23 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
     if out["model_carried"]:
         console.print(escape(f"no model was fitted for this GPU: the selector's model was {out['model_carried']} "
                              "(the datasheets' ratios)"), soft_wrap=True)
+
+
+def _render_layer_route(routes: list[dict]) -> None:
+    """Under ``auto``, what runs the whole layer: torch's own linear and autograd where its
+    three GEMMs all route to cuBLAS (``autograd.whole_layer_on_torch``), else autokernel's
+    autograd with each GEMM where it routes."""
+    from autokernel import route
+
+    now = "runs" if routes[0]["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
+    libraries = [r["library"] for r in routes]
+    if all(lib == "cublas" for lib in libraries):
+        how = "torch's own linear and autograd: its three GEMMs all route to cuBLAS"
+    else:
+        places = ", ".join(f"{what} on {'cuBLAS' if lib == 'cublas' else 'Triton'}"
+                           for what, lib in zip(("forward", "dX", "dW"), libraries))
+        how = f"autokernel's autograd ({places})"
+    console.print(escape(f"the layer in training {now} on {how}"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

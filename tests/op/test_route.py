@@ -350,6 +350,23 @@ def test_explain_says_where_auto_runs_the_gemm(monkeypatch):
     assert "(the geometric mean of " in out.output and "NVIDIA H200's table, carried)" in out.output
 
 
+@pytest.mark.parametrize("routed,says", [
+    (("nt", "nn", "tn"), "on torch's own linear and autograd: its three GEMMs all route to cuBLAS"),
+    (("nn", "tn"), "on autokernel's autograd (forward on Triton, dX on cuBLAS, dW on cuBLAS)"),
+    ((), "on autokernel's autograd (forward on Triton, dX on Triton, dW on Triton)")])
+def test_explain_backward_says_what_runs_the_layer_under_auto(monkeypatch, routed, says):
+    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(
+        "cublas" if layout in routed else "triton", 2.0, 1.0, "test"))
+    out = CliRunner().invoke(app, ["explain", "--m", "256", "--n", "512", "--k", "384", "-a", "gelu", "--bias",
+                                   "--device", "h100", "--top", "2", "--backward"])
+    assert out.exit_code == 0, out.output
+    assert f"the layer in training would run (with AUTOKERNEL_BACKEND=auto) {says}" in out.output, out.output
+    monkeypatch.setenv(route.ENV, "auto")
+    out = CliRunner().invoke(app, ["explain", "--m", "256", "--n", "512", "--k", "384", "--device", "h100",
+                                   "--top", "2", "--backward"])
+    assert f"the layer in training runs {says}" in out.output, out.output
+
+
 @pytest.mark.parametrize("cublas_fastest", [True, False])
 def test_tuning_on_first_use_under_auto_races_cublas_with_the_configs(monkeypatch, device, cublas_fastest):
     """With first-use tuning on, ``auto`` times cuBLAS beside the selector's configs on the
