@@ -55,13 +55,19 @@ def step_fn(layers: torch.nn.ModuleList, xs: list, dys: list, backend: str | Non
     return step
 
 
-def measure(name: str, tokens: int) -> dict:
+def layers_and_inputs(name: str, tokens: int):
+    """(torch's block, its copy swapped for autokernel's layers, each layer's input, each
+    layer's output gradient), seeded."""
     torch.manual_seed(0)
     base = block(name)
     xs = [torch.randn(tokens, fan_in, device="cuda", dtype=torch.bfloat16, requires_grad=True)
           for fan_in, *_ in MODELS[name]]
     dys = [torch.randn(tokens, fan_out, device="cuda", dtype=torch.bfloat16) for _, fan_out, *_ in MODELS[name]]
-    ours = aknn.swap_linear(copy.deepcopy(base))
+    return base, aknn.swap_linear(copy.deepcopy(base)), xs, dys
+
+
+def measure(name: str, tokens: int) -> dict:
+    base, ours, xs, dys = layers_and_inputs(name, tokens)
     steps = [step_fn(base, xs, dys, None), step_fn(ours, xs, dys, "triton"), step_fn(ours, xs, dys, "auto")]
     route.use("auto")
     plans.clear_launch_cache()

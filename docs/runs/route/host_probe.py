@@ -10,7 +10,6 @@ forward and backward. The host's speed drifts over seconds, so read each line's 
 the torch figure beside it.
 """
 
-import copy
 import statistics
 import sys
 import time
@@ -18,9 +17,8 @@ import time
 sys.path.insert(0, "benchmarks")
 
 import torch  # noqa: E402
-from model_step import MODELS, block  # noqa: E402
+from model_step import layers_and_inputs  # noqa: E402
 
-from autokernel import nn as aknn  # noqa: E402
 from autokernel import route  # noqa: E402
 
 NAME, TOKENS = "gpt2", 2048
@@ -55,12 +53,7 @@ def phases(layers, xs, dys) -> dict:
 
 
 def main() -> None:
-    torch.manual_seed(0)
-    base = block(NAME)
-    xs = [torch.randn(TOKENS, fan_in, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-          for fan_in, *_ in MODELS[NAME]]
-    dys = [torch.randn(TOKENS, fan_out, device="cuda", dtype=torch.bfloat16) for _, fan_out, *_ in MODELS[NAME]]
-    ours = aknn.swap_linear(copy.deepcopy(base))
+    base, ours, xs, dys = layers_and_inputs(NAME, TOKENS)
     for backend in ("triton", "auto"):
         route.use(backend)
         mine, torchs = phases(ours, xs, dys), phases(base, xs, dys)
