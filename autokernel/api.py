@@ -164,7 +164,9 @@ def linear(
     """activation(x @ weight.T + bias), like torch.nn.functional.linear plus an activation.
 
     Differentiable: when grad mode is on and any of x, weight, bias requires grad, it runs
-    through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too).
+    through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too; under
+    the backend "auto", a layout whose forward, dX and dW GEMMs all route to cuBLAS runs
+    torch's own linear and activation instead: ``autokernel.route``).
     Under ``torch.compile`` it is the registered op ``torch.ops.autokernel.linear``. Under
     ``torch.autocast`` x, weight and bias are cast to the autocast dtype, as torch's linear
     takes them there: float32 weights get their gradients through the cast.
