@@ -311,9 +311,10 @@ class TorchLaunch:
         self.bias, self.act, self.slope, self.store_z = has_bias, act, float(slope), store_z
 
     def __call__(self, a, b, out, bias, z) -> None:
-        if a.shape != self.a_shape:
+        # By strides, not shape alone: a square weight passed for its transpose has the shape.
+        if a.stride() != self.a_stride or a.shape != self.a_shape:
             a = a.as_strided(self.a_shape, self.a_stride)
-        if b.shape != self.b_shape:
+        if b.stride() != self.b_stride or b.shape != self.b_shape:
             b = b.as_strided(self.b_shape, self.b_stride)
         pre = z if self.store_z else out
         if self.bias:

@@ -325,6 +325,31 @@ def test_a_layer_with_a_gemm_left_on_triton_keeps_its_autograd_function(monkeypa
     assert "LinearFunctionBackward" in _grad_fn_names(autokernel.linear(x, w, None, "silu"))
 
 
+def test_a_routed_square_layer_reads_its_weight_transposed(monkeypatch, device):
+    """linear passes weight for weight.t() (they share data); a square weight has the view's
+    shape, so only its strides tell the launch to restore the view. Checked with the forward
+    routed alone (the kernels' autograd around it) and with nothing under grad."""
+    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(
+        "cublas" if layout == "nt" else "triton", 2.0, 1.0, "test"))
+    route.use("auto")
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(21, 24, generator=g).to(device, torch.float16).requires_grad_()
+    w = torch.randn(24, 24, generator=g).to(device, torch.float16).requires_grad_()  # square, not symmetric
+    bias = torch.randn(24, generator=g).to(device, torch.float16)
+    xr, wr = (t.detach().float().requires_grad_() for t in (x, w))
+    want = torch.nn.functional.gelu(torch.nn.functional.linear(xr, wr, bias.float()), approximate="tanh")
+    with torch.no_grad():
+        _close(autokernel.linear(x, w, bias, "gelu_tanh"), want, torch.float16)
+    y = autokernel.linear(x, w, bias, "gelu_tanh")
+    assert any(isinstance(p.launch, route.TorchLaunch) for p in plans._PLANS.values())
+    _close(y, want, torch.float16)
+    dy = torch.randn(y.shape, generator=g).to(device, torch.float16)
+    y.backward(dy)
+    want.backward(dy.float())
+    _close(x.grad, xr.grad, torch.float16)
+    _close(w.grad, wr.grad, torch.float16)
+
+
 def test_a_given_config_and_float32_never_route(to_cublas, device):
     cfg = KernelConfig(block_m=16, block_n=16, block_k=16, group_m=1, num_warps=1, num_stages=1, variant="grouped")
     a, b = torch.randn(16, 16, device=device, dtype=torch.float16), torch.randn(16, 16, device=device, dtype=torch.float16)
