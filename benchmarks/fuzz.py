@@ -22,6 +22,11 @@ With ``--time-budget`` no case starts after that many seconds; the summary then 
 of the cases ran (as it does when the run is interrupted: Ctrl-C or SIGTERM, e.g. from
 ``timeout``), so that a run cut short still reports what it checked.
 
+``--route-at-random`` runs the backend auto with each layout it may route sent to cuBLAS or
+kept on the kernels by a coin (per layout and seed), on any machine, the CPU included: the
+routed paths (torch's GEMMs behind the plans, a linear layer whose GEMMs all route run by
+torch's own linear, layers split between the libraries) meet every drawn case.
+
 Under ``AUTOKERNEL_BACKEND=auto`` the GEMMs routed to cuBLAS run as torch runs them, so the
 fuzz turns off torch's reduced-precision reductions for the run (cuBLAS may otherwise sum
 split-K partials in 16 bits: 0.04 off where the Triton kernels, accumulating in float32, are
@@ -286,6 +291,18 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
     return "ok", f"backward worst rel {worst:.2e}"
 
 
+def route_at_random(seed: int) -> None:
+    """The backend auto, with ``route.decide`` replaced by a coin per layout (drawn from the
+    layout and the seed, so that a run repeats): forward, dX and dW GEMMs of one linear layer
+    land on either library, all three on cuBLAS (torch's own linear runs the layer) or none."""
+    def decide(m, n, k, dtype, activation, bias, device, found, layout="nt", *args, **kwargs):
+        coin = random.Random(f"{seed} {m} {n} {k} {dtype} {activation} {bias} {layout}").random() < 0.5
+        return route.Route("cublas" if coin else "triton", None, None, "the fuzz's coin")
+
+    route.decide = decide
+    route.use("auto")
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -314,6 +331,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="default: time-based (printed)")
     ap.add_argument("--huge", action="store_true",
                     help="instead: the fixed problems whose tensors pass 2^31 elements (a GPU with 80 GB)")
+    ap.add_argument("--route-at-random", action="store_true",
+                    help="the backend auto, each layout it may route sent to cuBLAS or kept at random "
+                         "(any machine: checks the routed paths, whatever the cuBLAS tables predict)")
     ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                     help="start no case after this many seconds (default: run every case)")
     args = ap.parse_args(argv)
@@ -327,6 +347,8 @@ def main(argv=None) -> int:
     device = runtime.kernel_device()
     gen = torch.Generator(device=device).manual_seed(seed)
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
+    if args.route_at_random:
+        route_at_random(seed)
     cases = HUGE_CASES if args.huge else EDGE_CASES + [
         draw(rng, small=runtime.INTERPRETER) for _ in range(args.cases)]
     stopped = ""

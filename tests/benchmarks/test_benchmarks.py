@@ -113,6 +113,37 @@ def test_fuzz_stops_at_its_time_budget_and_says_how_far_it_got():
         assert "Traceback" not in proc.stderr
 
 
+def test_fuzz_routes_at_random_through_both_libraries(monkeypatch, capsys):
+    """--route-at-random sends layouts to cuBLAS by a coin on any machine: the routed paths
+    (plans on torch's GEMMs, linear layers run whole by torch's linear) pass the checks."""
+    pytest.importorskip("triton")
+    import torch
+
+    from autokernel import api, plans, route
+
+    fuzz = _fuzz_module()
+    # what main sets for the run, restored after the test
+    monkeypatch.setattr(route, "decide", route.decide)
+    monkeypatch.setattr(plans, "PAD_MIN_FLOP", plans.PAD_MIN_FLOP)
+    for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        monkeypatch.setattr(torch.backends.cuda.matmul, flag, getattr(torch.backends.cuda.matmul, flag))
+    built = []
+    real = plans._make_plan
+    monkeypatch.setattr(plans, "_make_plan", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    whole = []
+    real_whole = api.whole_layer_on_torch
+    monkeypatch.setattr(api, "whole_layer_on_torch", lambda *a: whole.append(real_whole(*a)) or whole[-1])
+    try:
+        assert fuzz.main(["--cases", "40", "--seed", "5", "--route-at-random"]) == 0
+    finally:
+        route.use(None)
+    out = capsys.readouterr().out
+    assert ", 0 failed" in out and "backend auto" in out, out
+    routed = sum(p.on_torch for p in built)
+    assert 0 < routed < len(built), (routed, len(built))
+    assert True in whole and False in whole, whole  # layers routed whole and layers that are not
+
+
 def test_fuzz_ended_by_sigterm_prints_its_summary():
     pytest.importorskip("triton")
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
