@@ -362,11 +362,8 @@ class Padding:
         return Padding(a, b, pad_a, pad_b) if pad_a or pad_b else None
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.a and (a.shape, a.stride()) != self.a_view:
-            a = a.as_strided(*self.a_view)
-        if self.b and (b.shape, b.stride()) != self.b_view:
-            b = b.as_strided(*self.b_view)
-        return self.copy(a, b)
+        return self.copy(route.planned_view(a, self.a_view) if self.a else a,
+                         route.planned_view(b, self.b_view) if self.b else b)
 
 
 def padding_for(m: int, n: int, k: int, dtype: torch.dtype, layout: str) -> tuple[bool, bool]:

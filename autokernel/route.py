@@ -303,19 +303,14 @@ class TorchLaunch:
     The bias is added by ``torch.addmm`` (cast to the operands' dtype where it is of
     another), then the activation runs in place, or from Z into out where Z is kept."""
 
-    __slots__ = ("a_shape", "a_stride", "b_shape", "b_stride", "bias", "act", "slope", "store_z")
+    __slots__ = ("a_view", "b_view", "bias", "act", "slope", "store_z")
 
     def __init__(self, a, b, has_bias: bool, act: str, slope: float, store_z: bool):
-        self.a_shape, self.a_stride = tuple(a.shape), a.stride()
-        self.b_shape, self.b_stride = tuple(b.shape), b.stride()
+        self.a_view, self.b_view = (a.shape, a.stride()), (b.shape, b.stride())
         self.bias, self.act, self.slope, self.store_z = has_bias, act, float(slope), store_z
 
     def __call__(self, a, b, out, bias, z) -> None:
-        # By strides, not shape alone: a square weight passed for its transpose has the shape.
-        if a.stride() != self.a_stride or a.shape != self.a_shape:
-            a = a.as_strided(self.a_shape, self.a_stride)
-        if b.stride() != self.b_stride or b.shape != self.b_shape:
-            b = b.as_strided(self.b_shape, self.b_stride)
+        a, b = planned_view(a, self.a_view), planned_view(b, self.b_view)
         pre = z if self.store_z else out
         if self.bias:
             torch.addmm(bias if bias.dtype == a.dtype else bias.to(a.dtype), a, b, out=pre)
@@ -323,6 +318,14 @@ class TorchLaunch:
             torch.mm(a, b, out=pre)
         if self.act != "none":
             activate(pre, out, self.act, self.slope)
+
+
+def planned_view(t: torch.Tensor, view: tuple) -> torch.Tensor:
+    """``t`` in the view (shape, strides) its plan was made for. A caller may pass a tensor
+    sharing the operand's data in another view (linear passes weight for weight.t()), which
+    a launch reading only pointers takes as it is; one that reads the tensor restores the
+    view. Compared by strides too: a square weight has its transpose's shape."""
+    return t if (t.shape, t.stride()) == view else t.as_strided(*view)
 
 
 def activate(src: torch.Tensor, dst: torch.Tensor, act: str, slope: float) -> None:
