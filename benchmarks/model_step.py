@@ -11,7 +11,9 @@ forward, then backward (dX, dW, db). The step's GPU time (CUDA graphs of whole s
 interleaved rounds: ``timing.race``) and wall time per step (back to back from Python,
 ``timing.wall_race``: torch's step interleaved with ours, one pair per backend, since the
 backend is one switch per process) for each of the three, and how many of the block's GEMMs ``auto`` sent
-to cuBLAS. One JSON line per model and token count, flushed as measured.
+to cuBLAS. One JSON line per model and token count, flushed as measured. Before timing,
+each variant's step (outputs and every gradient) is checked against a float32 copy of the
+block: past twice torch's own bfloat16 error (and 2 %), the run says so and exits 1.
 """
 
 from __future__ import annotations
@@ -66,7 +68,50 @@ def layers_and_inputs(name: str, tokens: int):
     return base, aknn.swap_linear(copy.deepcopy(base)), xs, dys
 
 
+def _errors(layers: torch.nn.ModuleList, reference: torch.nn.ModuleList, xs: list, dys: list) -> tuple[float, str]:
+    """The step's largest error against the float32 ``reference`` and where it is: over every
+    layer's output, input gradient, weight and bias gradients, |got - want| / max |want|."""
+    worst, where = 0.0, ""
+    for i, (layer, ref, x, dy) in enumerate(zip(layers, reference, xs, dys)):
+        xb = x.detach().clone().requires_grad_(True)
+        layer.zero_grad(set_to_none=True)
+        y = layer(xb)
+        y.backward(dy)
+        xr = x.detach().float().requires_grad_(True)
+        ref.zero_grad(set_to_none=True)
+        yr = ref(xr)
+        yr.backward(dy.float())
+        pairs = [("output", y, yr), ("input gradient", xb.grad, xr.grad)] + [
+            (f"{name} gradient", p.grad, q.grad)
+            for (name, p), q in zip(layer.named_parameters(), ref.parameters())]
+        for what, got, want in pairs:
+            err = ((got.float() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+            if err >= worst:
+                worst, where = err, f"layer {i} {what.rpartition('.')[2]}"
+    return worst, where
+
+
+def check(name: str, tokens: int) -> dict:
+    """Each variant's step against a float32 copy of the block, on the timed inputs."""
+    base, ours, xs, dys = layers_and_inputs(name, tokens)
+    reference = copy.deepcopy(base).float()
+    errors = {}
+    for backend, layers in ((None, base), ("triton", ours), ("auto", ours)):
+        route.use(backend)
+        key = backend or "torch"
+        errors[f"{key}_max_err"], errors[f"{key}_worst_at"] = _errors(layers, reference, xs, dys)
+    route.use(None)
+    return errors
+
+
+def wrong(errors: dict) -> list[str]:
+    """The variants whose error is past twice torch's own bfloat16 error (and 2 %)."""
+    bound = max(2 * errors["torch_max_err"], 0.02)
+    return [k.removesuffix("_max_err") for k, v in errors.items() if k.endswith("_max_err") and v > bound]
+
+
 def measure(name: str, tokens: int) -> dict:
+    errors = check(name, tokens)
     base, ours, xs, dys = layers_and_inputs(name, tokens)
     steps = [step_fn(base, xs, dys, None), step_fn(ours, xs, dys, "triton"), step_fn(ours, xs, dys, "auto")]
     route.use("auto")
@@ -88,7 +133,7 @@ def measure(name: str, tokens: int) -> dict:
             "routed_to_cublas": routed, "flop": flop,
             **{f"{k}_gpu_ms": v for k, v in zip(("torch", "triton", "auto"), gpu)},
             **{f"{k}_wall_ms": v for k, v in zip(("torch", "triton", "auto"), wall)},
-            "torch_wall_ms_beside_auto": wall_torch_auto}
+            "torch_wall_ms_beside_auto": wall_torch_auto, **errors}
 
 
 def main(argv=None) -> int:
@@ -111,6 +156,7 @@ def main(argv=None) -> int:
         print("error: the step is timed on a GPU", file=sys.stderr)
         return 2
     print(f"{'model':12} {'tokens':>6} {'torch/triton':>13} {'torch/auto':>11} {'GEMMs on cuBLAS':>16}  (GPU time; wall)")
+    failed = []
     with open(args.out, "w") as f:
         for name in models:
             for t in tokens:
@@ -120,10 +166,16 @@ def main(argv=None) -> int:
                 print(f"{name:12} {t:6d} {r['torch_gpu_ms'] / r['triton_gpu_ms']:13.3f} "
                       f"{r['torch_gpu_ms'] / r['auto_gpu_ms']:11.3f} {r['routed_to_cublas']:>9d} of {r['gemm_plans']:<4d}"
                       f"  (wall {r['torch_wall_ms'] / r['triton_wall_ms']:.3f}, "
-                      f"{r['torch_wall_ms_beside_auto'] / r['auto_wall_ms']:.3f})",
+                      f"{r['torch_wall_ms_beside_auto'] / r['auto_wall_ms']:.3f}; largest error "
+                      f"{r['torch_max_err']:.2g}, {r['triton_max_err']:.2g}, {r['auto_max_err']:.2g})",
                       flush=True)
+                for variant in wrong(r):
+                    failed.append(f"{name} at {t} tokens: {variant}'s step is off by {r[variant + '_max_err']:.3g} "
+                                  f"of the float32 reference's largest value (torch's: {r['torch_max_err']:.3g})")
     route.use(None)
-    return 0
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

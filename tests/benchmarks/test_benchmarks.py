@@ -435,6 +435,41 @@ def test_model_step_checks_its_arguments_and_needs_a_gpu():
     assert proc.returncode == 2 and "GPU" in proc.stderr
 
 
+def test_model_step_check_passes_our_layers_and_catches_an_untransposed_weight(monkeypatch):
+    import copy
+
+    import torch
+
+    from autokernel import nn as aknn
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import model_step
+
+    torch.manual_seed(1)
+    base = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(24, 24), torch.nn.GELU()),
+                                torch.nn.Sequential(torch.nn.Linear(24, 40))]).half()
+    xs = [torch.randn(33, 24, dtype=torch.float16, requires_grad=True) for _ in range(2)]
+    dys = [torch.randn(33, 24, dtype=torch.float16), torch.randn(33, 40, dtype=torch.float16)]
+    reference = copy.deepcopy(base).float()
+    ours = aknn.swap_linear(copy.deepcopy(base))
+    errors = {"torch_max_err": model_step._errors(base, reference, xs, dys)[0],
+              "triton_max_err": model_step._errors(ours, reference, xs, dys)[0]}
+    assert errors["triton_max_err"] < 0.01 and model_step.wrong(errors) == []
+
+    class Untransposed(torch.nn.Module):  # computes x W + b, the square layer's wrong answer
+        def __init__(self, linear):
+            super().__init__()
+            self.weight, self.bias = linear.weight, linear.bias
+
+        def forward(self, x):
+            return torch.nn.functional.gelu(x @ self.weight + self.bias)
+
+    broken = copy.deepcopy(base)
+    broken[0] = Untransposed(broken[0][0])
+    errors["auto_max_err"], errors["auto_worst_at"] = model_step._errors(broken, reference, xs, dys)
+    assert model_step.wrong(errors) == ["auto"] and errors["auto_worst_at"].startswith("layer 0 ")
+
+
 def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_major(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     import fit_selector
