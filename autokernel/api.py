@@ -165,8 +165,9 @@ def linear(
 
     Differentiable: when grad mode is on and any of x, weight, bias requires grad, it runs
     through ``autokernel.autograd.LinearFunction`` (Triton kernels for backward too; under
-    the backend "auto", a layout whose forward, dX and dW GEMMs all route to cuBLAS runs
-    torch's own linear and activation instead: ``autokernel.route``).
+    the backend "auto", a layout whose forward, dX and dW GEMMs route to cuBLAS, or tie
+    with the kernels where they do not, runs torch's own linear and activation instead:
+    ``autograd.whole_layer_on_torch``).
     Under ``torch.compile`` it is the registered op ``torch.ops.autokernel.linear``. Under
     ``torch.autocast`` x, weight and bias are cast to the autocast dtype, as torch's linear
     takes them there: float32 weights get their gradients through the cast.
@@ -206,7 +207,7 @@ def linear(
         if on_torch is None:
             x2d = x if entry.flat else x.reshape(entry.m, x.shape[-1])
             on_torch = entry.on_torch = route.backend() == "auto" and whole_layer_on_torch(x2d, weight, bias, entry)
-        if on_torch:  # every GEMM routed to cuBLAS: torch's linear and autograd, as eager PyTorch runs them
+        if on_torch:  # its GEMMs on cuBLAS: torch's linear and autograd, as eager PyTorch runs them
             if bias is not None and bias.dtype != x.dtype:
                 bias = bias.to(x.dtype)  # as the routed addmm takes it; the cast carries bias's gradient back
             return torch_activation(torch.nn.functional.linear(x, weight, bias), entry.act, entry.slope)

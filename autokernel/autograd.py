@@ -23,7 +23,7 @@ import torch
 
 from autokernel import runtime
 from autokernel.kernels.backward import column_counts, plan_activation_grad
-from autokernel.plans import _layout, cached_plan, gemm_plan
+from autokernel.plans import _layout, cached_plan, cublas_not_slower, gemm_plan
 from autokernel.config import KernelConfig
 
 
@@ -54,12 +54,15 @@ def _forward_plan(x2d, weight, bias, activation: str, slope: float, config: Kern
 
 
 def whole_layer_on_torch(x2d, weight, bias, entry) -> bool:
-    """Whether the backend routes all three GEMMs of this linear layout to cuBLAS: forward,
-    and dX and dW for a dY laid out as autograd hands it (contiguous). Then torch's own
-    linear and activation run the layer, autograd's backward included, with the same
-    cuBLAS calls and no Python of ours in between (an eager GPT-2 block at 2048 tokens, its
-    GEMMs nearly all routed, ran at 0.61x torch's wall time with that Python, 0.89x without:
-    docs/selector.md). Configs given for any of the three keep it on the kernels."""
+    """Whether torch's own linear and activation run this linear layout, autograd's backward
+    included, with no Python of ours in between: where the backend routes at least one of
+    its three GEMMs (forward, and dX and dW for a dY laid out as autograd hands it,
+    contiguous) to cuBLAS and predicts cuBLAS at least as fast as the Triton pick on the
+    others (``plans.cublas_not_slower``). A layer whose GEMMs are split between the two
+    libraries pays the host for our Python and for torch's cuBLAS calls both (an eager GPT-2
+    block at 2048 tokens, its GEMMs nearly all routed, ran at 0.61x torch's wall time with
+    that Python, 0.89x without; BERT-large's, every layer split, 0.67-0.77x: docs/selector.md).
+    Configs given for any of the three keep it on the kernels."""
     if entry.config is not None or entry.dx_config is not None or entry.dw_config is not None:
         return False
     if entry.m == 0 or weight.shape[0] == 0 or weight.shape[1] == 0:
@@ -67,11 +70,11 @@ def whole_layer_on_torch(x2d, weight, bias, entry) -> bool:
     plan = entry.train
     if plan is None:
         plan = entry.train = _forward_plan(x2d, weight, bias, entry.act, entry.slope, None)
-    if not plan.on_torch:
-        return False
     dy = torch.empty((entry.m, weight.shape[0]), dtype=x2d.dtype, device=x2d.device)  # a stand-in of its layout
-    return (gemm_plan(dy, weight, None, "none", 0.0, None).on_torch and
-            gemm_plan(dy.t(), x2d, None, "none", 0.0, None).on_torch)
+    gemms = ((plan, x2d, weight.t(), bias, entry.act), (gemm_plan(dy, weight, None, "none", 0.0, None), dy, weight,
+                                                        None, "none"),
+             (gemm_plan(dy.t(), x2d, None, "none", 0.0, None), dy.t(), x2d, None, "none"))
+    return any(p.on_torch for p, *_ in gemms) and all(cublas_not_slower(*g) for g in gemms)
 
 
 class BackwardPlan:

@@ -423,13 +423,31 @@ def _make_plan(a, b, bias, act: str, slope: float, config, out, store_z: bool,
     return GemmPlan((m, n), a.dtype, a.device, store_z, launch)
 
 
-def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str) -> bool:
+def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str, margin: float = route.MARGIN) -> bool:
     """Whether ``route.decide`` sends this layout to cuBLAS (the backend is "auto")."""
     m, k = a.shape
     n = b.shape[1]
     found = best.ranked(m, n, k, a.dtype, act, bias is not None, a.device, store_z, tma, layout)
-    where = route.decide(m, n, k, a.dtype, act, bias is not None, runtime.device_name(a.device), found, layout)
+    where = route.decide(m, n, k, a.dtype, act, bias is not None, runtime.device_name(a.device), found, layout,
+                         margin=margin)
     return where.library == "cublas"
+
+
+def cublas_not_slower(plan: GemmPlan, a, b, bias, act: str) -> bool:
+    """Whether ``auto`` predicts cuBLAS at least as fast as the Triton pick on ``plan``'s
+    layout (``route.decide`` with no margin): true of a routed plan; false where the plan
+    was given a config, raced on first use, or copies operands into aligned rows, and where
+    ``auto`` may not route the operands at all."""
+    if plan.on_torch:
+        return True
+    if plan.pad is not None or autotune.enabled() or route.backend() != "auto" or not route.may_run(a, b):
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return False
+    c = a.new_empty(m, n)  # a stand-in of the output's layout, as _make_plan's
+    return _on_cublas(a, b, bias, act, plan.store_z, tma_runs(a, b, c), operand_layout(a, b), margin=0.0)
 
 
 def _tuned_on_first_use(a, b, bias, act: str, slope: float, store_z: bool, tma: bool, layout: str,

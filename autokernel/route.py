@@ -9,8 +9,9 @@ roofline, interpolated between the nearest measured shapes; a table measured on 
 of the same architecture speaks too, comparing the two libraries where it was measured). Where cuBLAS is predicted more
 than ``MARGIN`` faster, the layout runs on torch (``torch.mm`` / ``torch.addmm`` and the
 activation in place, as eager PyTorch runs it; ``TorchLaunch``), forward and backward alike;
-a linear layer whose forward, dX and dW GEMMs all route runs torch's own linear and
-autograd (``autograd.whole_layer_on_torch``: no Python of ours on its path).
+a linear layer with one of its forward, dX and dW GEMMs routed and cuBLAS predicted no
+slower on the others runs torch's own linear and autograd (``autograd.whole_layer_on_torch``:
+no Python of ours on its path).
 A config given by the caller, a tuned entry for exactly the problem, float32, operands with
 no unit stride, a GPU with no table of its architecture, and problems whose A or C rows take
 no 16-byte vectors where B's do (cuBLAS's slow paths, which its tables of aligned problems

@@ -205,15 +205,22 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
 
 
 def _render_layer_route(routes: list[dict]) -> None:
-    """Under ``auto``, what runs the whole layer: torch's own linear and autograd where its
-    three GEMMs all route to cuBLAS (``autograd.whole_layer_on_torch``), else autokernel's
-    autograd with each GEMM where it routes."""
+    """Under ``auto``, what runs the whole layer: torch's own linear and autograd where at
+    least one of its three GEMMs routes to cuBLAS and cuBLAS is predicted no slower on the
+    others (``autograd.whole_layer_on_torch``), else autokernel's autograd with each GEMM
+    where it routes."""
     from autokernel import route
 
     now = "runs" if routes[0]["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
     libraries = [r["library"] for r in routes]
+    tied = [r["library"] == "triton" and r["cublas_us"] is not None and r["triton_us"] is not None
+            and r["cublas_us"] < r["triton_us"] for r in routes]
     if all(lib == "cublas" for lib in libraries):
         how = "torch's own linear and autograd: its three GEMMs all route to cuBLAS"
+    elif "cublas" in libraries and all(lib == "cublas" or tie for lib, tie in zip(libraries, tied)):
+        left = " and ".join(what for what, tie in zip(("the forward", "dX", "dW"), tied) if tie)
+        how = (f"torch's own linear and autograd: cuBLAS is predicted faster on {left} too, by less than "
+               f"{route.MARGIN:.0%}, and the layer's Python and launches are then torch's alone")
     else:
         places = ", ".join(f"{what} on {'cuBLAS' if lib == 'cublas' else 'Triton'}"
                            for what, lib in zip(("forward", "dX", "dW"), libraries))

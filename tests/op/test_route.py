@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 import autokernel
-from autokernel import best, gpus, plans, route
+from autokernel import autotune, best, gpus, plans, route
 from autokernel.cli import app
 from autokernel.config import KernelConfig
 
@@ -301,7 +301,7 @@ def test_a_layer_whose_three_gemms_all_route_trains_on_torchs_own_autograd(to_cu
 
 
 def test_a_layer_with_a_gemm_left_on_triton_keeps_its_autograd_function(monkeypatch, device):
-    forward_only = lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(  # noqa: E731
+    forward_only = lambda m, n, k, dtype, act, bias, gpu, found, layout, **_: route.Route(  # noqa: E731
         "cublas" if layout == "nt" else "triton", 2.0, 1.0, "test")
     monkeypatch.setattr(route, "decide", forward_only)
     route.use("auto")
@@ -325,11 +325,48 @@ def test_a_layer_with_a_gemm_left_on_triton_keeps_its_autograd_function(monkeypa
     assert "LinearFunctionBackward" in _grad_fn_names(autokernel.linear(x, w, None, "silu"))
 
 
+def test_a_layer_runs_whole_on_torch_where_cublas_ties_on_the_gemms_not_routed(monkeypatch, device):
+    """The forward routed, dX and dW predicted no slower on cuBLAS (routed at no margin, not
+    at MARGIN): torch's linear runs the whole layer. Where one of them is predicted slower,
+    or nothing routes at all, the layer keeps the kernels' autograd."""
+    ties = {"nt": "cublas"}  # layout -> the library at MARGIN; at no margin every layout is in `level`
+    level = set()
+
+    def decide(m, n, k, dtype, act, bias, gpu, found, layout, margin=route.MARGIN, **_):
+        library = ties.get(layout, "triton") if margin > 0 else ("cublas" if layout in level else "triton")
+        return route.Route(library, 2.0, 1.0, "test")
+
+    monkeypatch.setattr(route, "decide", decide)
+    x = torch.randn(19, 40, device=device, dtype=torch.float16, requires_grad=True)
+    w = torch.randn(24, 40, device=device, dtype=torch.float16, requires_grad=True)
+    for tied, nothing_routed, whole in (({"nt", "nn", "tn"}, False, True), ({"nt", "nn"}, False, False),
+                                        ({"nt", "nn", "tn"}, True, False)):
+        level.clear()
+        level.update(tied)
+        ties.clear()
+        ties.update({} if nothing_routed else {"nt": "cublas"})
+        route.use("auto")
+        y = autokernel.linear(x, w, None, "silu")
+        assert ("LinearFunctionBackward" not in _grad_fn_names(y)) == whole, (tied, nothing_routed)
+        x.grad = w.grad = None
+        y.sum().backward()
+        xr, wr = (t.detach().float().requires_grad_() for t in (x, w))
+        torch.nn.functional.silu(xr @ wr.t()).sum().backward()
+        _close(x.grad, xr.grad, torch.float16)
+        _close(w.grad, wr.grad, torch.float16)
+    ties.clear()  # a plan left on the kernels, cuBLAS tied: no tie where tuning on first use decides
+    route.use("auto")
+    plan = plans.gemm_plan(x, w.t(), None, "silu", 0.0, None)
+    assert not plan.on_torch and plans.cublas_not_slower(plan, x, w.t(), None, "silu")
+    monkeypatch.setattr(autotune, "enabled", lambda: True)
+    assert not plans.cublas_not_slower(plan, x, w.t(), None, "silu")
+
+
 def test_a_routed_square_layer_reads_its_weight_transposed(monkeypatch, device):
     """linear passes weight for weight.t() (they share data); a square weight has the view's
     shape, so only its strides tell the launch to restore the view. Checked with the forward
     routed alone (the kernels' autograd around it) and with nothing under grad."""
-    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(
+    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout, **_: route.Route(
         "cublas" if layout == "nt" else "triton", 2.0, 1.0, "test"))
     route.use("auto")
     g = torch.Generator().manual_seed(3)
@@ -375,13 +412,17 @@ def test_explain_says_where_auto_runs_the_gemm(monkeypatch):
     assert "(the geometric mean of " in out.output and "NVIDIA H200's table, carried)" in out.output
 
 
-@pytest.mark.parametrize("routed,says", [
-    (("nt", "nn", "tn"), "on torch's own linear and autograd: its three GEMMs all route to cuBLAS"),
-    (("nn", "tn"), "on autokernel's autograd (forward on Triton, dX on cuBLAS, dW on cuBLAS)"),
-    ((), "on autokernel's autograd (forward on Triton, dX on Triton, dW on Triton)")])
-def test_explain_backward_says_what_runs_the_layer_under_auto(monkeypatch, routed, says):
-    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout: route.Route(
-        "cublas" if layout in routed else "triton", 2.0, 1.0, "test"))
+@pytest.mark.parametrize("routed,tied,says", [
+    (("nt", "nn", "tn"), (), "on torch's own linear and autograd: its three GEMMs all route to cuBLAS"),
+    (("nn", "tn"), (), "on autokernel's autograd (forward on Triton, dX on cuBLAS, dW on cuBLAS)"),
+    (("nn",), ("nt", "tn"), "on torch's own linear and autograd: cuBLAS is predicted faster on the forward and dW "
+     "too, by less than 5%"),
+    ((), ("nt", "nn", "tn"), "on autokernel's autograd (forward on Triton, dX on Triton, dW on Triton)")])
+def test_explain_backward_says_what_runs_the_layer_under_auto(monkeypatch, routed, tied, says):
+    """Routed GEMMs predicted 2x faster on cuBLAS; tied ones 1.02x (under the margin); others 2x slower."""
+    monkeypatch.setattr(route, "decide", lambda m, n, k, dtype, act, bias, gpu, found, layout, **_: route.Route(
+        "cublas" if layout in routed else "triton", 2.0, 1.0 if layout in routed else 1.96 if layout in tied else 4.0,
+        "test"))
     out = CliRunner().invoke(app, ["explain", "--m", "256", "--n", "512", "--k", "384", "-a", "gelu", "--bias",
                                    "--device", "h100", "--top", "2", "--backward"])
     assert out.exit_code == 0, out.output
