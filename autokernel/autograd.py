@@ -71,9 +71,9 @@ def whole_layer_on_torch(x2d, weight, bias, entry) -> bool:
     if plan is None:
         plan = entry.train = _forward_plan(x2d, weight, bias, entry.act, entry.slope, None)
     dy = torch.empty((entry.m, weight.shape[0]), dtype=x2d.dtype, device=x2d.device)  # a stand-in of its layout
-    gemms = ((plan, x2d, weight.t(), bias, entry.act), (gemm_plan(dy, weight, None, "none", 0.0, None), dy, weight,
-                                                        None, "none"),
-             (gemm_plan(dy.t(), x2d, None, "none", 0.0, None), dy.t(), x2d, None, "none"))
+    gemms = [(plan, x2d, weight.t(), bias, entry.act)]  # (plan, a, b, bias, activation) of each GEMM
+    for a, b in ((dy, weight), (dy.t(), x2d)):  # dX = dY W, dW = dY^T X
+        gemms.append((gemm_plan(a, b, None, "none", 0.0, None), a, b, None, "none"))
     return any(p.on_torch for p, *_ in gemms) and all(cublas_not_slower(*g) for g in gemms)
 
 

@@ -435,9 +435,10 @@ def _on_cublas(a, b, bias, act: str, store_z: bool, tma: bool, layout: str, marg
 
 def cublas_not_slower(plan: GemmPlan, a, b, bias, act: str) -> bool:
     """Whether ``auto`` predicts cuBLAS at least as fast as the Triton pick on ``plan``'s
-    layout (``route.decide`` with no margin): true of a routed plan; false where the plan
-    was given a config, raced on first use, or copies operands into aligned rows, and where
-    ``auto`` may not route the operands at all."""
+    layout, the plan of act(a @ b + bias) made with no config (``route.decide`` with no
+    margin): true of a routed plan; false where tuning on first use decides (its race
+    measured the two), where the plan copies operands into aligned rows, and where ``auto``
+    may not route the operands at all."""
     if plan.on_torch:
         return True
     if plan.pad is not None or autotune.enabled() or route.backend() != "auto" or not route.may_run(a, b):
