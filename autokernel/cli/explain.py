@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autokernel.cli._common import JsonOpt, console, fail, print_json, print_table, require_kernel_device, user_errors
+from autokernel.cli._common import (JsonOpt, console, fail, path_option, print_json, print_table,
+                                    require_kernel_device, user_errors)
 from autokernel.records import ConfigError, Problem
+from autokernel.tuning.shapes import read_shapes
 
 # torch and Triton load only in commands that run kernels: torch and the modules that import
 # it (runtime, best) are imported inside the function that uses them.
 
 
 def explain(
-    m: Annotated[int, typer.Option("--m", help="M (rows of A and C).")],
-    n: Annotated[int, typer.Option("--n", help="N (columns of B and C).")],
-    k: Annotated[int, typer.Option("--k", help="K (the reduction dimension).")],
+    m: Annotated[int | None, typer.Option("--m", help="M (rows of A and C).")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="N (columns of B and C).")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="K (the reduction dimension).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", "-d", help="float16/fp16 or bfloat16/bf16.")] = "float16",
     layout: Annotated[str, typer.Option(help="nn, nt (nn.Linear's weight), tn or tt.")] = "nt",
     activation: Annotated[str, typer.Option("--activation", "-a", help="The fused activation.")] = "none",
@@ -32,13 +35,19 @@ def explain(
         "--backward", help="The three GEMMs of a training step of the linear layer X[M,K] W[N,K] as "
                            "autokernel.linear runs them: the forward (nt, with the activation and bias), "
                            "dX = dZ W (nn) and dW = dZ^T X (tn).")] = False,
+    shapes: Annotated[Path | None, typer.Option(
+        "--shapes", parser=path_option,
+        help="A JSON or CSV shapes file (as `autokernel shapes --model` writes): one line per problem, "
+             "or with --backward per linear layer, of what runs it, instead of --m, --n and --k.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the configs the selector ranked for a problem, their predicted times, and why the
     winner won: a tuned entry for exactly the problem, else the selector's choice among its
     candidates, nearby tuned entries and the default. Predictions come from the model fitted
     for the GPU (autokernel/configs/selector/), or for a GPU of the same architecture, carried
-    over by the datasheets' ratios; nothing is launched or timed."""
+    over by the datasheets' ratios; nothing is launched or timed. With --shapes, a table of
+    every problem of a file (with --backward, every linear layer: where each GEMM runs under
+    AUTOKERNEL_BACKEND=auto, and what runs the layer)."""
     import torch
 
     from autokernel import best, runtime
@@ -49,10 +58,25 @@ def explain(
         fail("--device is empty: name a GPU (e.g. h100), or leave --device out for this machine's")
     if backward and layout != "nt":
         fail("--backward explains nn.Linear's layout (nt): leave --layout out")
-    with user_errors():
-        problem = Problem(m, n, k, dtype, activation, bias, layout)
-    if problem.torch_dtype == torch.float32:
-        fail("the selector ranks float16 and bfloat16 problems; float32 takes the default config")
+    if shapes is not None:
+        if (m, n, k) != (None, None, None):
+            fail("give --shapes or --m, --n and --k, not both")
+        with user_errors():
+            problems = read_shapes(shapes)
+        if not problems:
+            fail(f"shapes file {shapes} holds no problems")
+    else:
+        missing = [f"--{d}" for d, v in (("m", m), ("n", n), ("k", k)) if v is None]
+        if missing:
+            fail(f"missing {', '.join(missing)}: give --m, --n and --k, or --shapes FILE")
+        with user_errors():
+            problems = [Problem(m, n, k, dtype, activation, bias, layout)]
+    for problem in problems:
+        if problem.torch_dtype == torch.float32:
+            fail(f"{problem.label()}: the selector ranks float16 and bfloat16 problems; float32 takes the "
+                 "default config")
+        if backward and problem.layout != "nt":
+            fail(f"{problem.label()}: --backward explains nn.Linear's layout (nt)")
     if device is None:
         require_kernel_device()
     name = device or runtime.device_name()
@@ -61,6 +85,10 @@ def explain(
         matches = [p.stem for p in shipped if best.device_key(device) in p.stem]
         if best.device_key(device) not in [p.stem for p in shipped] and len(matches) == 1:
             name = matches[0]
+    if shapes is not None:
+        _explain_file(problems, name, backward, json_out)
+        return
+    problem = problems[0]
     gemms = _training_gemms(problem) if backward else [("", problem, False)]
     found = [(what, gemm, _explained(gemm, name, store_z, top)) for what, gemm, store_z in gemms]
     if json_out:
@@ -71,6 +99,80 @@ def explain(
         _render(what, gemm, name, out)
     if backward and all(out["route"]["cublas_us"] is not None for *_, out in found):
         _render_layer_route([out["route"] for *_, out in found])
+
+
+def _explain_file(problems: list[Problem], name: str, backward: bool, json_out: bool) -> None:
+    """One row per problem of a shapes file: the pick and its predicted time, cuBLAS's, and
+    where ``auto`` runs it; with ``backward`` one row per linear layer, its three GEMMs."""
+    from autokernel import route
+    from autokernel.config import KernelConfig
+
+    rows = []
+    for problem in problems:
+        gemms = _training_gemms(problem) if backward else [("", problem, False)]
+        outs = [_explained(gemm, name, store_z, 1) for _, gemm, store_z in gemms]
+        rows.append((problem, outs))
+    if json_out:
+        print_json([{"problem": problem.to_dict(), "device": name,
+                     "gemms": [{"config": out["config"], "source": out["source"], "route": out["route"]}
+                               for out in outs],
+                     **({"layer": _layer_runs([out["route"] for out in outs])[0]} if backward else {})}
+                    for problem, outs in rows])
+        return
+    now = "under auto" if route.backend() == "auto" else f"with {route.ENV}=auto"
+
+    def cell(out: dict) -> str:
+        r = out["route"]
+        us = r["cublas_us"] if r["library"] == "cublas" else r["triton_us"]
+        where = "cuBLAS" if r["library"] == "cublas" else "Triton"
+        return where if us is None else f"{where} {us:.1f}"
+
+    table = Table(title=f"{'linear layers' if backward else 'problems'} on {escape(name)}: "
+                        f"predicted GPU time per call (µs), {now}")
+    table.add_column("problem")
+    if backward:
+        for what in ("forward", "dX", "dW"):
+            table.add_column(what, justify="right")
+        table.add_column("the layer runs on")
+    else:
+        table.add_column("pick")
+        table.add_column("from")
+        table.add_column("Triton µs", justify="right")
+        table.add_column("cuBLAS µs", justify="right")
+        table.add_column(f"runs {now}")
+    counts: dict[str, int] = {}
+    for problem, outs in rows:
+        if backward:
+            runs = _layer_runs([out["route"] for out in outs])[0]
+            counts[runs] = counts.get(runs, 0) + 1
+            table.add_row(escape(problem.label()), *(cell(out) for out in outs), runs)
+        else:
+            out = outs[0]
+            r = out["route"]
+            where = "cuBLAS" if r["library"] == "cublas" else "Triton"
+            counts[where] = counts.get(where, 0) + 1
+            table.add_row(escape(problem.label()), escape(KernelConfig.from_dict(out["config"]).short()),
+                          escape(out["source"]), "-" if r["triton_us"] is None else f"{r['triton_us']:.1f}",
+                          "-" if r["cublas_us"] is None else f"{r['cublas_us']:.1f}", where)
+    print_table(table)
+    console.print(escape(f"{len(rows)} {'layers' if backward else 'problems'}: "
+                         + ", ".join(f"{count} on {what}" for what, count in sorted(counts.items(),
+                                                                                  key=lambda kv: -kv[1]))),
+                  soft_wrap=True)
+
+
+def _layer_runs(routes: list[dict]) -> tuple[str, list[bool]]:
+    """What runs a linear layer under ``auto`` given its three GEMMs' routes (forward, dX,
+    dW), as ``autograd.whole_layer_on_torch`` decides it from the same predictions: "torch's
+    linear" where at least one routes to cuBLAS and cuBLAS is predicted faster on the others
+    (by less than the margin: the ``tied`` ones), "autokernel, split" where the GEMMs are
+    split between the libraries, else "autokernel, Triton"; and which GEMMs tied."""
+    libraries = [r["library"] for r in routes]
+    tied = [r["library"] == "triton" and r["cublas_us"] is not None and r["triton_us"] is not None
+            and r["cublas_us"] < r["triton_us"] for r in routes]
+    if "cublas" in libraries and all(lib == "cublas" or tie for lib, tie in zip(libraries, tied)):
+        return "torch's linear", tied
+    return ("autokernel, split" if "cublas" in libraries else "autokernel, Triton"), tied
 
 
 def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
@@ -213,11 +315,10 @@ def _render_layer_route(routes: list[dict]) -> None:
 
     now = "runs" if routes[0]["backend"] == "auto" else f"would run (with {route.ENV}=auto)"
     libraries = [r["library"] for r in routes]
-    tied = [r["library"] == "triton" and r["cublas_us"] is not None and r["triton_us"] is not None
-            and r["cublas_us"] < r["triton_us"] for r in routes]
+    runs, tied = _layer_runs(routes)
     if all(lib == "cublas" for lib in libraries):
         how = "torch's own linear and autograd: its three GEMMs all route to cuBLAS"
-    elif "cublas" in libraries and all(lib == "cublas" or tie for lib, tie in zip(libraries, tied)):
+    elif runs == "torch's linear":
         left = " and ".join(what for what, tie in zip(("the forward", "dX", "dW"), tied) if tie)
         how = (f"torch's own linear and autograd: cuBLAS is predicted faster on {left} too, by less than "
                f"{route.MARGIN:.0%}, and the layer's Python and launches are then torch's alone")

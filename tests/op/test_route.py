@@ -433,6 +433,61 @@ def test_explain_backward_says_what_runs_the_layer_under_auto(monkeypatch, route
     assert f"the layer in training runs {says}" in out.output, out.output
 
 
+def test_explain_shapes_tables_every_layer_of_a_file(monkeypatch, tmp_path):
+    """Forward routed alone with dX and dW tied: torch's linear; dX and dW routed, the forward
+    slower on cuBLAS: split; nothing routed: Triton (as whole_layer_on_torch decides)."""
+    routes = {(256, 512, 384): {"nt": (2.0, 1.0), "nn": (2.0, 1.96), "tn": (2.0, 1.96)},
+              (64, 512, 384): {"nt": (2.0, 4.0), "nn": (2.0, 1.0), "tn": (2.0, 1.0)},
+              (8, 512, 384): {"nt": (2.0, 4.0), "nn": (2.0, 4.0), "tn": (2.0, 4.0)}}
+
+    def decide(m, n, k, dtype, act, bias, gpu, found, layout, **_):
+        layer = {"nt": (m, n, k), "nn": (m, k, n), "tn": (k, m, n)}[layout]
+        triton_us, cublas_us = routes[layer][layout]
+        return route.Route("cublas" if cublas_us * (1 + route.MARGIN) < triton_us else "triton",
+                           triton_us, cublas_us, "test")
+
+    monkeypatch.setattr(route, "decide", decide)
+    shapes = tmp_path / "layers.csv"
+    shapes.write_text("M,N,K,dtype,activation,bias,layout\n256,512,384,bfloat16,gelu,true,nt\n"
+                      "64,512,384,float16,none,false,nt\n8,512,384,bfloat16,none,true,nt\n")
+    runner = CliRunner()
+    out = runner.invoke(app, ["explain", "--shapes", str(shapes), "--device", "h100", "--backward"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    for label, runs in (("256x512x384 bfloat16 nt bias gelu", "torch's linear"),
+                        ("64x512x384 float16 nt", "autokernel, split"),
+                        ("8x512x384 bfloat16 nt bias", "autokernel, Triton")):
+        assert any(label in line and line.rstrip().endswith(runs) for line in lines), (label, out.output)
+    assert "3 layers: 1 on torch's linear, 1 on autokernel, split, 1 on autokernel, Triton" in out.output
+    data = __import__("json").loads(runner.invoke(app, ["explain", "--shapes", str(shapes), "--device", "h100",
+                                                         "--backward", "--json"]).output)
+    assert [d["layer"] for d in data] == ["torch's linear", "autokernel, split", "autokernel, Triton"]
+    assert [[g["route"]["library"] for g in d["gemms"]] for d in data] == [
+        ["cublas", "triton", "triton"], ["triton", "cublas", "cublas"], ["triton"] * 3]
+    out = runner.invoke(app, ["explain", "--shapes", str(shapes), "--device", "h100"])  # the forward GEMMs alone
+    assert out.exit_code == 0, out.output
+    assert "3 problems: 2 on Triton, 1 on cuBLAS" in out.output
+
+
+@pytest.mark.parametrize("args,says", [
+    ([], "missing --m, --n, --k: give --m, --n and --k, or --shapes FILE"),
+    (["--m", "8"], "missing --n, --k"),
+    (["--shapes", "SHAPES", "--m", "8"], "give --shapes or --m, --n and --k, not both"),
+    (["--shapes", "MISSING"], "does not exist"),
+    (["--shapes", "FP32"], "8x16x32 float32: the selector ranks float16 and bfloat16 problems"),
+    (["--shapes", "NN", "--backward"], "--backward explains nn.Linear's layout (nt)")])
+def test_explain_refuses_what_it_cannot_explain_in_one_line(tmp_path, args, says):
+    files = {"SHAPES": "M,N,K\n8,16,32\n", "FP32": "M,N,K,dtype\n8,16,32,float32\n",
+             "NN": "M,N,K,dtype,layout\n8,16,32,float16,nn\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    args = [str(tmp_path / a) if a in (*files, "MISSING") else a for a in args]
+    out = CliRunner().invoke(app, ["explain", *args, "--device", "h100"])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert says in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1, out.output
+
+
 @pytest.mark.parametrize("cublas_fastest", [True, False])
 def test_tuning_on_first_use_under_auto_races_cublas_with_the_configs(monkeypatch, device, cublas_fastest):
     """With first-use tuning on, ``auto`` times cuBLAS beside the selector's configs on the
