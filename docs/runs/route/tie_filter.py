@@ -12,23 +12,18 @@ import sys
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from autokernel.cli.explain import _explained, _training_gemms  # noqa: E402
+from autokernel.cli.explain import _explained, _layer_runs, _training_gemms  # noqa: E402
 from autokernel.tuning.shapes import read_shapes  # noqa: E402
 
 DEVICE = "NVIDIA H200"
+RUNS = {"torch's linear": "whole", "autokernel, split": "split", "autokernel, Triton": "triton"}
 rows = [p for p in read_shapes(sys.argv[1]) if p.layout == "nt" and p.dtype in ("float16", "bfloat16")]
 changed, counts = [], {}
 for p in rows:
-    libraries, tied = [], []
-    for _, gemm, store_z in _training_gemms(p):
-        r = _explained(gemm, DEVICE, store_z, 1)["route"]
-        libraries.append(r["library"])
-        tied.append(r["library"] == "triton" and r["cublas_us"] is not None and r["triton_us"] is not None
-                    and r["cublas_us"] < r["triton_us"])
-    before = ("whole" if all(lib == "cublas" for lib in libraries) else
-              "split" if "cublas" in libraries else "triton")
-    after = ("whole" if before == "whole" or (before == "split" and all(
-        lib == "cublas" or tie for lib, tie in zip(libraries, tied))) else before)
+    routes = [_explained(gemm, DEVICE, store_z, 1)["route"] for _, gemm, store_z in _training_gemms(p)]
+    libraries = [r["library"] for r in routes]
+    before = "whole" if all(lib == "cublas" for lib in libraries) else "split" if "cublas" in libraries else "triton"
+    after = RUNS[_layer_runs(routes)[0]]
     counts[f"{before} -> {after}"] = counts.get(f"{before} -> {after}", 0) + 1
     if before != after:
         changed.append(p)
