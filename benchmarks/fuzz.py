@@ -294,9 +294,15 @@ def run_backward(case, device, gen, vary: bool = True) -> tuple[str, str]:
 def route_at_random(seed: int) -> None:
     """The backend auto, with ``route.decide`` replaced by a coin per layout (drawn from the
     layout and the seed, so that a run repeats): forward, dX and dW GEMMs of one linear layer
-    land on either library, all three on cuBLAS (torch's own linear runs the layer) or none."""
-    def decide(m, n, k, dtype, activation, bias, device, found, layout="nt", *args, **kwargs):
-        coin = random.Random(f"{seed} {m} {n} {k} {dtype} {activation} {bias} {layout}").random() < 0.5
+    land on either library, all three on cuBLAS (torch's own linear runs the layer) or none.
+    Asked with no margin (whether cuBLAS ties: ``plans.cublas_not_slower``), a layout the coin
+    kept on Triton ties on a second coin, so a layer with its GEMMs split runs torch's linear
+    whole too."""
+    def decide(m, n, k, dtype, activation, bias, device, found, layout="nt", *args, margin=route.MARGIN, **kwargs):
+        draw = random.Random(f"{seed} {m} {n} {k} {dtype} {activation} {bias} {layout}")
+        coin = draw.random() < 0.5
+        if not coin and margin == 0:
+            coin = draw.random() < 0.5
         return route.Route("cublas" if coin else "triton", None, None, "the fuzz's coin")
 
     route.decide = decide

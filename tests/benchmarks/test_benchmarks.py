@@ -119,7 +119,7 @@ def test_fuzz_routes_at_random_through_both_libraries(monkeypatch, capsys):
     pytest.importorskip("triton")
     import torch
 
-    from autokernel import api, plans, route
+    from autokernel import api, autograd, plans, route
 
     fuzz = _fuzz_module()
     # what main sets for the run, restored after the test
@@ -133,6 +133,10 @@ def test_fuzz_routes_at_random_through_both_libraries(monkeypatch, capsys):
     whole = []
     real_whole = api.whole_layer_on_torch
     monkeypatch.setattr(api, "whole_layer_on_torch", lambda *a: whole.append(real_whole(*a)) or whole[-1])
+    tied = []  # a GEMM kept on Triton, where cuBLAS ties
+    real_tie = autograd.cublas_not_slower
+    monkeypatch.setattr(autograd, "cublas_not_slower",
+                        lambda plan, *a: tied.append(not plan.on_torch and real_tie(plan, *a)) or real_tie(plan, *a))
     try:
         assert fuzz.main(["--cases", "40", "--seed", "5", "--route-at-random"]) == 0
     finally:
@@ -142,6 +146,7 @@ def test_fuzz_routes_at_random_through_both_libraries(monkeypatch, capsys):
     routed = sum(p.on_torch for p in built)
     assert 0 < routed < len(built), (routed, len(built))
     assert True in whole and False in whole, whole  # layers routed whole and layers that are not
+    assert True in tied, tied  # and layers run whole where the GEMMs left on Triton tie
 
 
 def test_fuzz_ended_by_sigterm_prints_its_summary():
