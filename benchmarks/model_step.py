@@ -10,8 +10,8 @@ in_features, bfloat16, requiring grad as inside a network) and its own output gr
 forward, then backward (dX, dW, db). The step's GPU time (CUDA graphs of whole steps,
 interleaved rounds: ``timing.race``) and wall time per step (back to back from Python,
 ``timing.wall_race``: torch's step interleaved with ours, one pair per backend, since the
-backend is one switch per process) for each of the three, and how many of the block's GEMMs ``auto`` sent
-to cuBLAS. One JSON line per model and token count, flushed as measured. Before timing,
+backend is one switch per process) for each of the three, and how many of the block's GEMMs ``auto`` ran on cuBLAS (and how
+many layers torch's linear ran whole). One JSON line per model and token count, flushed as measured. Before timing,
 each variant's step (outputs and every gradient) is checked against a float32 copy of the
 block: past twice torch's own bfloat16 error (and 2 %), the run says so and exits 1.
 """
@@ -110,6 +110,22 @@ def wrong(errors: dict) -> list[str]:
     return [k.removesuffix("_max_err") for k, v in errors.items() if k.endswith("_max_err") and v > bound]
 
 
+def on_cublas() -> tuple[int, int]:
+    """(GEMMs that ran on cuBLAS, layers that torch's linear ran whole) in the layers planned
+    since the launch plans were last cleared: three GEMMs of each layer run whole, and each
+    routed one of the others (``TorchLaunch``; the plans ``auto`` made only to ask whether a
+    layer runs whole do not count)."""
+    whole = routed = 0
+    for entry in plans._LINEARS.values():
+        if entry.on_torch:
+            whole += 1
+            routed += 3
+            continue
+        run = [entry.train] + [p for bp in entry.backward.values() for p in (bp.dx, bp.dw)]
+        routed += sum(p is not None and p.on_torch for p in run)
+    return routed, whole
+
+
 def measure(name: str, tokens: int) -> dict:
     errors = check(name, tokens)
     base, ours, xs, dys = layers_and_inputs(name, tokens)
@@ -117,9 +133,8 @@ def measure(name: str, tokens: int) -> dict:
     route.use("auto")
     plans.clear_launch_cache()
     steps[2]()
-    gemms = [p for p in plans._PLANS.values() if isinstance(p, plans.GemmPlan)]
-    routed = sum(isinstance(p.launch, route.TorchLaunch) for p in gemms)
-    planned = len(gemms)
+    routed, whole = on_cublas()
+    planned = 3 * len(MODELS[name])
     gpu = race(steps, rounds=20, segment_ms=5.0)
     # Wall time: torch's step interleaved with each of ours in turn (the host's speed drifts
     # over seconds: variants timed one after the other read up to 1.8x apart). A pair keeps
@@ -130,7 +145,7 @@ def measure(name: str, tokens: int) -> dict:
     wall_torch_auto = torch_auto[0]
     flop = sum(6 * tokens * fan_in * fan_out for fan_in, fan_out, *_ in MODELS[name])
     return {"model": name, "tokens": tokens, "device": runtime.device_name(), "gemm_plans": planned,
-            "routed_to_cublas": routed, "flop": flop,
+            "routed_to_cublas": routed, "layers_whole_on_torch": whole, "flop": flop,
             **{f"{k}_gpu_ms": v for k, v in zip(("torch", "triton", "auto"), gpu)},
             **{f"{k}_wall_ms": v for k, v in zip(("torch", "triton", "auto"), wall)},
             "torch_wall_ms_beside_auto": wall_torch_auto, **errors}

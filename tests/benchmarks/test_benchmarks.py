@@ -475,6 +475,36 @@ def test_model_step_check_passes_our_layers_and_catches_an_untransposed_weight(m
     assert model_step.wrong(errors) == ["auto"] and errors["auto_worst_at"].startswith("layer 0 ")
 
 
+def test_model_step_counts_the_gemms_run_on_cublas_and_the_layers_run_whole(monkeypatch):
+    """One layer split (its forward alone routed, dX and dW slower on cuBLAS), one whole by a
+    tie (its forward routed, dX and dW tied): 1 + 3 GEMMs on cuBLAS, one layer whole."""
+    import torch
+
+    import autokernel
+    from autokernel import plans, route
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import model_step
+
+    tie_n = 24  # the layer whose dX and dW tie: its out_features
+
+    def decide(m, n, k, dtype, act, bias, gpu, found, layout, margin=route.MARGIN, **_):
+        tied = margin == 0 and tie_n in (m, n, k)
+        return route.Route("cublas" if layout == "nt" or tied else "triton", 2.0, 1.0, "test")
+
+    monkeypatch.setattr(route, "decide", decide)
+    route.use("auto")
+    try:
+        plans.clear_launch_cache()
+        x = torch.randn(19, 40, dtype=torch.float16, requires_grad=True)
+        for out_features in (tie_n, 32):
+            w = torch.randn(out_features, 40, dtype=torch.float16, requires_grad=True)
+            autokernel.linear(x, w, None, "silu").sum().backward()
+        assert model_step.on_cublas() == (4, 1)
+    finally:
+        route.use(None)
+
+
 def test_a_filled_model_keeps_the_layout_factor_of_configs_timed_with_b_row_major(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     import fit_selector
