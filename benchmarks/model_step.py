@@ -91,9 +91,8 @@ def _errors(layers: torch.nn.ModuleList, reference: torch.nn.ModuleList, xs: lis
     return worst, where
 
 
-def check(name: str, tokens: int) -> dict:
+def check(base: torch.nn.ModuleList, ours: torch.nn.ModuleList, xs: list, dys: list) -> dict:
     """Each variant's step against a float32 copy of the block, on the timed inputs."""
-    base, ours, xs, dys = layers_and_inputs(name, tokens)
     reference = copy.deepcopy(base).float()
     errors = {}
     for backend, layers in ((None, base), ("triton", ours), ("auto", ours)):
@@ -127,8 +126,8 @@ def on_cublas() -> tuple[int, int]:
 
 
 def measure(name: str, tokens: int) -> dict:
-    errors = check(name, tokens)
     base, ours, xs, dys = layers_and_inputs(name, tokens)
+    errors = check(base, ours, xs, dys)
     steps = [step_fn(base, xs, dys, None), step_fn(ours, xs, dys, "triton"), step_fn(ours, xs, dys, "auto")]
     route.use("auto")
     plans.clear_launch_cache()
