@@ -216,6 +216,9 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     if winner.stream_k and select.kernel_kind(winner, select.tma_aligned(m, n, k, problem.torch_dtype, layout)) == "tma":
         tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
                              -(-k // winner.block_k))
+    grid = None if tail else _grid(winner, m, n, problem.torch_dtype,
+                                   select.tma_aligned(m, n, k, problem.torch_dtype, layout) or copies_tma,
+                                   best.selector_model(name).programs)
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
     where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
@@ -225,7 +228,8 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
         # C's rows take no descriptor while A's and B's may: the TMA kernel stores C through pointers
         c_rows = "pointers" if select.tma_aligned(m, n, k, problem.torch_dtype, layout) else "pointer kernels"
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
-            "reason": found.reason, "stream_k_tail": tail, "model_carried": best.selector_model(name).based_on,
+            "reason": found.reason, "stream_k_tail": tail, "grid": grid,
+            "model_carried": best.selector_model(name).based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "c_rows_unaligned": c_rows,
             "padded": [name for name, pad in zip("AB", pads) if pad],
@@ -237,6 +241,49 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
                         "predicted_us": s.predicted_us, "scored_as": s.scored_as.short() if s.scored_as else None,
                         "error": s.error}
                        for s in ranked[:top]]}
+
+
+IDLE_FILL = 0.75
+"""A last round of tiles filled less than this, on more than IDLE_MIN_M rows, is where explain
+says the idle SMs cost: over the H200's sweeps, problems of more than 256 rows and a narrow
+output reach 0.865x cuBLAS with the best candidate where the last round of 128x128 tiles is
+under 75 % full, 0.982x where it is 90 % full or more (docs/selector.md, "Narrow outputs
+under one wave"). Memory-bound decode tiles are no such case."""
+IDLE_MIN_M = 256
+
+
+def _grid(config, m: int, n: int, dtype, tma: bool, programs: int) -> dict:
+    """How ``config``'s output tiles (with split-K, a program per tile and K slice: ``units``)
+    fill the SMs: the tiles, how many programs an SM runs at once (one on the TMA kernel's
+    persistent grid; as many as fit on the pointer kernels'), the rounds of programs that
+    makes and how full the last is. Where a round leaves SMs idle the power-of-two tiles
+    trail cuBLAS most (``IDLE_FILL``)."""
+    from autokernel import select
+    from autokernel.kernels.fit import programs_per_sm
+
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    units = tiles * config.split_k
+    per_sm = 1 if select.kernel_kind(config, tma) == "tma" else programs_per_sm(config, dtype, tma=tma)
+    slots = programs * per_sm
+    rounds = -(-units // slots)
+    full = (units - slots * (rounds - 1)) / slots
+    return {"tiles": tiles, "units": units, "programs": programs, "per_sm": per_sm, "rounds": units / slots,
+            "last_round_full": full, "idle_costs": full < IDLE_FILL and m > IDLE_MIN_M}
+
+
+def _grid_line(config, grid: dict) -> str:
+    """``_grid`` in words."""
+    tiles = f"{grid['tiles']} tiles of {config.block_m}x{config.block_n}" + (
+        f", K cut in {config.split_k} slices: {grid['units']} programs," if config.split_k > 1 else "")
+    at_once = "one program per SM" if grid["per_sm"] == 1 else f"up to {grid['per_sm']} programs per SM"
+    full = grid["last_round_full"]
+    if grid["rounds"] <= 1:
+        where = f"{full:.0%} of one round"
+    else:
+        where = f"{grid['rounds']:.2f} rounds, the last {full:.0%} full"
+    idle = ("; SMs idle in the last round are where the power-of-two tiles trail cuBLAS most, whose tiles of "
+            "other sizes fill the rounds (docs/kernel-notes.md, \"Mid-size GEMMs\")" if grid["idle_costs"] else "")
+    return f"grid: {tiles} on {grid['programs']} SMs, {at_once}: {where}{idle}"
 
 
 def _render(what: str, problem: Problem, name: str, out: dict) -> None:
@@ -275,6 +322,8 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
                              "include it"), soft_wrap=True)
     if out["stream_k_tail"]:
         console.print(escape(f"stream-K tail: {out['stream_k_tail']}"), soft_wrap=True)
+    if out.get("grid"):
+        console.print(escape(_grid_line(winner, out["grid"])), soft_wrap=True)
     if out.get("padded"):
         which = " and ".join(out["padded"])
         console.print(escape(f"{which}'s rows are no multiple of 16 bytes: each call copies "

@@ -370,6 +370,37 @@ def test_explain_says_how_a_picked_stream_k_tail_is_cut(h100):
     assert not plain["config"]["stream_k"] and plain["stream_k_tail"] is None  # whole waves: no tail to describe
 
 
+def test_explain_says_how_the_pick_s_tiles_fill_the_sms(h100):
+    from autokernel.kernels.fit import programs_per_sm
+
+    def explained(m, n, k):
+        out = CliRunner().invoke(app, ["explain", "--m", str(m), "--n", str(n), "--k", str(k), "--device", "h100",
+                                       "--json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    programs = best.selector_model(H100).programs
+    # A mid-size problem of few tiles: the last (only) round leaves SMs idle, which explain says.
+    out = explained(1024, 768, 3072)
+    config, grid = KernelConfig.from_dict(out["config"]), out["grid"]
+    tiles = math.ceil(1024 / config.block_m) * math.ceil(768 / config.block_n)
+    per_sm = 1 if select.kernel_kind(config, True) == "tma" else programs_per_sm(config, torch.float16, tma=True)
+    assert (grid["tiles"], grid["units"], grid["per_sm"]) == (tiles, tiles * config.split_k, per_sm)
+    assert grid["rounds"] == pytest.approx(tiles * config.split_k / (programs * per_sm)) and grid["rounds"] < 1
+    assert grid["last_round_full"] == pytest.approx(grid["rounds"]) and grid["idle_costs"]
+    text = CliRunner().invoke(app, ["explain", "--m", "1024", "--n", "768", "--k", "3072", "--device", "h100"]).output
+    assert f"grid: {tiles} tiles of {config.block_m}x{config.block_n}" in text and "SMs idle in the last round" in text
+    # Rounds past the first: the last one's share.
+    grid = explained(11945, 640, 5888)["grid"]
+    assert grid["rounds"] > 1
+    assert grid["last_round_full"] == pytest.approx(grid["rounds"] - math.ceil(grid["rounds"]) + 1)
+    # Decode rows are memory-bound: a part-filled round is not where they trail, and explain says nothing of it.
+    assert not explained(8, 4096, 4096)["grid"]["idle_costs"]
+    # A stream-K tail balances the last round: its cut is described instead.
+    out = explained(1024, 1024, 8192)
+    assert out["config"]["stream_k"] and out["grid"] is None and out["stream_k_tail"]
+
+
 def test_explain_says_how_c_is_stored_where_its_rows_take_no_descriptor():
     from autokernel.kernels.matmul_tma import POINTER_C_MIN_K
 
