@@ -245,10 +245,10 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
 
 IDLE_FILL = 0.75
 """A last round of tiles filled less than this, on more than IDLE_MIN_M rows, is where explain
-says the idle SMs cost: over the H200's sweeps, problems of more than 256 rows and a narrow
-output reach 0.865x cuBLAS with the best candidate where the last round of 128x128 tiles is
-under 75 % full, 0.982x where it is 90 % full or more (docs/selector.md, "Narrow outputs
-under one wave"). Memory-bound decode tiles are no such case."""
+says the idle SMs cost: over the H200's sweeps, problems of more than 256 rows reach 0.862x
+cuBLAS with the best candidate where the last round of 128x128 tiles is under 75 % full,
+0.999x where it is 90 % full or more (docs/selector.md, "Narrow outputs under one wave").
+Memory-bound decode tiles are no such case."""
 IDLE_MIN_M = 256
 
 

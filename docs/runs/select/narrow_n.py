@@ -1,7 +1,7 @@
 """Problems of more than 256 rows with a narrow output (N <= 1152) against the others, over
 selector sweeps (benchmarks/select_sweep.py rows): cuBLAS over the pick and over the best
-candidate (geomean, GPU time), and the narrow ones by how full their last wave of 128x128
-tiles is on 132 SMs and by cuBLAS's time.
+candidate (geomean, GPU time), the narrow ones by how full their last wave of 128x128 tiles
+is on 132 SMs and by cuBLAS's time, and every problem of more than 256 rows by that fill.
     python3 docs/runs/select/narrow_n.py benchmarks/results/check_*h200*.jsonl* docs/runs/select/check_seed91444_h200.jsonl.gz"""
 import gzip, json, math, sys
 
@@ -49,3 +49,8 @@ line("  narrow, last wave of 128x128 tiles >= 90 % full", [(k, d) for k, d in na
 line("  narrow, last wave < 75 % full", [(k, d) for k, d in narrow if fill(k) < 0.75])
 line("  narrow, cuBLAS <= 20 us", [(k, d) for k, d in narrow if d["cublas"] <= 0.020])
 line("  narrow, cuBLAS > 50 us", [(k, d) for k, d in narrow if d["cublas"] > 0.050])
+
+wide = [(k, d) for k, d in done if k[1] > 256]
+line("M > 256, last wave >= 90 % full", [(k, d) for k, d in wide if fill(k) >= 0.9])
+line("M > 256, last wave 75-90 % full", [(k, d) for k, d in wide if 0.75 <= fill(k) < 0.9])
+line("M > 256, last wave < 75 % full", [(k, d) for k, d in wide if fill(k) < 0.75])
