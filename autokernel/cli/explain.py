@@ -114,8 +114,8 @@ def _explain_file(problems: list[Problem], name: str, backward: bool, json_out: 
         rows.append((problem, outs))
     if json_out:
         print_json([{"problem": problem.to_dict(), "device": name,
-                     "gemms": [{"config": out["config"], "source": out["source"], "route": out["route"]}
-                               for out in outs],
+                     "gemms": [{"config": out["config"], "source": out["source"], "grid": out["grid"],
+                                "route": out["route"]} for out in outs],
                      **({"layer": _layer_runs([out["route"] for out in outs])[0]} if backward else {})}
                     for problem, outs in rows])
         return
@@ -137,6 +137,7 @@ def _explain_file(problems: list[Problem], name: str, backward: bool, json_out: 
     else:
         table.add_column("pick")
         table.add_column("from")
+        table.add_column("SM rounds", justify="right")
         table.add_column("Triton µs", justify="right")
         table.add_column("cuBLAS µs", justify="right")
         table.add_column(f"runs {now}")
@@ -151,8 +152,11 @@ def _explain_file(problems: list[Problem], name: str, backward: bool, json_out: 
             r = out["route"]
             where = "cuBLAS" if r["library"] == "cublas" else "Triton"
             counts[where] = counts.get(where, 0) + 1
+            grid = out["grid"]
+            rounds = ("stream-K" if grid is None else
+                      f"{grid['rounds']:.2f}" + (f" ({grid['last_round_full']:.0%})" if grid["rounds"] > 1 else ""))
             table.add_row(escape(problem.label()), escape(KernelConfig.from_dict(out["config"]).short()),
-                          escape(out["source"]), "-" if r["triton_us"] is None else f"{r['triton_us']:.1f}",
+                          escape(out["source"]), rounds, "-" if r["triton_us"] is None else f"{r['triton_us']:.1f}",
                           "-" if r["cublas_us"] is None else f"{r['cublas_us']:.1f}", where)
     print_table(table)
     console.print(escape(f"{len(rows)} {'layers' if backward else 'problems'}: "

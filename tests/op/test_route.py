@@ -466,7 +466,13 @@ def test_explain_shapes_tables_every_layer_of_a_file(monkeypatch, tmp_path):
         ["cublas", "triton", "triton"], ["triton", "cublas", "cublas"], ["triton"] * 3]
     out = runner.invoke(app, ["explain", "--shapes", str(shapes), "--device", "h100"])  # the forward GEMMs alone
     assert out.exit_code == 0, out.output
-    assert "3 problems: 2 on Triton, 1 on cuBLAS" in out.output
+    assert "3 problems: 2 on Triton, 1 on cuBLAS" in out.output and "SM rounds" in out.output
+    data = __import__("json").loads(runner.invoke(app, ["explain", "--shapes", str(shapes), "--device", "h100",
+                                                         "--json"]).output)
+    for d in data:  # how each pick's tiles fill the SMs, as explain says it for one problem
+        config, grid = d["gemms"][0]["config"], d["gemms"][0]["grid"]
+        tiles = -(-d["problem"]["m"] // config["block_m"]) * -(-d["problem"]["n"] // config["block_n"])
+        assert grid is None if config["stream_k"] else grid["tiles"] == tiles, d
 
 
 @pytest.mark.parametrize("args,says", [
