@@ -216,24 +216,23 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
         fail(f"no selector model for {name}: autokernel.matmul takes a tuned entry for exactly the problem, "
              "else the default config there")
     winner = found.config
+    model = best.selector_model(name)
+    tma = select.tma_aligned(m, n, k, problem.torch_dtype, layout)
     tail = None
-    if winner.stream_k and select.kernel_kind(winner, select.tma_aligned(m, n, k, problem.torch_dtype, layout)) == "tma":
-        tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), best.selector_model(name).programs,
+    if winner.stream_k and select.kernel_kind(winner, tma) == "tma":
+        tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), model.programs,
                              -(-k // winner.block_k))
-    grid = None if tail else _grid(winner, m, n, problem.torch_dtype,
-                                   select.tma_aligned(m, n, k, problem.torch_dtype, layout) or copies_tma,
-                                   best.selector_model(name).programs)
+    grid = None if tail else _grid(winner, m, n, problem.torch_dtype, tma or copies_tma, model.programs)
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
     where = route.decide(m, n, k, problem.torch_dtype, problem.activation, problem.bias, name, found, layout)
-    excess = select.epilogue_excess_us(problem.activation, m, n, best.selector_model(name).programs)
+    excess = select.epilogue_excess_us(problem.activation, m, n, model.programs)
     c_rows = None
     if route.odd_output(n, problem.torch_dtype.itemsize, layout) and problem.torch_dtype in TMA_DTYPES:
         # C's rows take no descriptor while A's and B's may: the TMA kernel stores C through pointers
-        c_rows = "pointers" if select.tma_aligned(m, n, k, problem.torch_dtype, layout) else "pointer kernels"
+        c_rows = "pointers" if tma else "pointer kernels"
     return {"problem": problem.to_dict(), "device": name, "config": winner.model_dump(), "source": found.source,
-            "reason": found.reason, "stream_k_tail": tail, "grid": grid,
-            "model_carried": best.selector_model(name).based_on,
+            "reason": found.reason, "stream_k_tail": tail, "grid": grid, "model_carried": model.based_on,
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "c_rows_unaligned": c_rows,
             "padded": [name for name, pad in zip("AB", pads) if pad],
