@@ -51,8 +51,21 @@ _THIN_TILES = frozenset((c.block_m, c.block_n, c.block_k, c.num_stages) for c in
 def thin_tma(config: KernelConfig) -> bool:
     """Whether ``config`` runs one of THIN_TMA's tiles on the TMA kernel (in any of its forms:
     plain, flattened, with a stream-K tail)."""
-    return config.variant == "tma" and (config.block_m, config.block_n, config.block_k,
-                                        config.num_stages) in _THIN_TILES
+    return config.variant == "tma" and not config.swap_ab and (config.block_m, config.block_n, config.block_k,
+                                                                config.num_stages) in _THIN_TILES
+
+
+SWAPPED: tuple[KernelConfig, ...] = (
+    _c(128, 32, 128, 8, 4, 5, "tma", flatten=True, swap_ab=True),
+    _c(128, 32, 64, 8, 4, 6, "tma", flatten=True, swap_ab=True),
+    _c(64, 32, 128, 8, 4, 6, "tma", flatten=True, swap_ab=True),
+)
+"""Tiles of C^T on the TMA kernel (``swap_ab``) for problems of at most SWAP_AB_MAX_M rows: the
+weight's rows fill the MMA's 64- or 128-row side and M's few rows its 32-wide one, where the
+plain tiles spend a 64-row MMA (or the pointer kernels' 16-32-row ones) on them. Raced on an
+H200 beside the shipped pick at 17-32 rows: the best of them 1.06x the pick (12 problems;
+1.02-1.32x against wide weights), and slower from 33 rows on against narrow ones
+(docs/kernel-notes.md, "Few rows on the MMA's narrow side")."""
 
 
 CANDIDATES: tuple[KernelConfig, ...] = (
@@ -107,5 +120,7 @@ CANDIDATES: tuple[KernelConfig, ...] = (
     _c(256, 128, 64, 8, 8, 3, "tma", stream_k=True),
     # thin problems (33-384 rows): memory-bound tiles on the TMA kernel
     *THIN_TMA,
+    # at most 64 rows: tiles of C^T, M on the MMA's narrow side
+    *SWAPPED,
 )
 """The candidate configs for float16 and bfloat16 problems."""

@@ -158,6 +158,10 @@ KNOBS: tuple[Knob, ...] = (
          "full waves of tiles whole and splits the last, partial wave's tiles along K over the SMs; with variant "
          "tma on the TMA kernel (its partials summed by a second kernel), else on pointer loads",
          choices=(False, True), tag="sk"),
+    Knob("swap_ab", False, ("tma",),
+         "compute C^T = B^T A^T: the tile's rows run along N and its columns along M, so that a few rows of A "
+         "sit on the MMA's narrow side (16-256 wide) rather than its 64-row one; block_m then tiles N and "
+         "block_n tiles M", choices=(False, True), tag="sw"),
 )
 """The knobs, in KernelConfig's field order (the order of the tuner's PARAMS)."""
 KNOB: dict[str, Knob] = {k.name: k for k in KNOBS}
@@ -171,7 +175,20 @@ def options_of(kernel: str) -> tuple[str, ...]:
 
 
 TMA_OPTIONS = options_of("tma")
-"""The TMA kernel's own options (warp_specialize, epilogue_subtile, flatten)."""
+"""The TMA kernel's own options (warp_specialize, epilogue_subtile, flatten, swap_ab)."""
+
+
+SWAP_AB_MAX_M = 64
+"""The most rows M for which the tuner's space and the selector consider ``swap_ab``: it pays
+where M is too thin for the MMA's 64-row side (on an H200, 17-32 rows against a wide weight:
+1.02-1.32x the pointer kernels' thin tiles); from 65 rows on the plain tiles ran faster
+(docs/kernel-notes.md, "Few rows on the MMA's narrow side")."""
+
+
+def oriented(swap_ab: bool, m: int, n: int) -> tuple[int, int]:
+    """(the dimension block_m tiles, the one block_n tiles) of an M x N output: (M, N), or
+    (N, M) where ``swap_ab`` (the kernel computes C^T)."""
+    return (n, m) if swap_ab else (m, n)
 
 
 def kernel_of(v: Values) -> str:
@@ -304,6 +321,10 @@ RULES: tuple[Rule, ...] = (
          lambda v: "stream_k runs the pointer-load or the TMA kernel: pair it with variant grouped or tma, not auto",
          "stream_k only with variant \"grouped\" or \"tma\" (auto runs the pointer-load kernel's)",
          when=("stream_k",)),
+    Rule("swap_not_warp_specialized", CONFIG, ("swap_ab", "warp_specialize"),
+         lambda v: v["swap_ab"] and v["warp_specialize"],
+         lambda v: "swap_ab has no warp-specialized kernel: pick one of swap_ab and warp_specialize",
+         "swap_ab not with warp_specialize (no such kernel)", when=("swap_ab",)),
     Rule("stream_k_not_warp_specialized", CONFIG, ("stream_k", "warp_specialize"),
          lambda v: v["stream_k"] and v["warp_specialize"],
          lambda v: "stream_k has no warp-specialized kernel: pick one of stream_k and warp_specialize",

@@ -184,7 +184,7 @@ class KernelConfig(BaseModel):
     kernel, the TMA kernel or "auto" (tma where it can run); split_k > 1 runs the split-K
     pointer kernels whatever the variant; stream_k runs the TMA kernel with a stream-K tail
     with variant "tma", else the stream-K pointer kernel; warp_specialize,
-    epilogue_subtile and flatten are options of the TMA kernel alone.
+    epilogue_subtile, flatten and swap_ab are options of the TMA kernel alone.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -201,6 +201,7 @@ class KernelConfig(BaseModel):
     epilogue_subtile: int = _D["epilogue_subtile"]
     flatten: bool = _D["flatten"]
     stream_k: bool = _D["stream_k"]
+    swap_ab: bool = _D["swap_ab"]
 
     @field_validator(*_INT_KNOBS, mode="before")
     @classmethod

@@ -52,6 +52,7 @@ from autokernel.candidates import CANDIDATES, THIN_TMA_MAX_M, thin_tma
 from autokernel.config import KernelConfig, _cdiv, _next_pow2
 from autokernel.kernels.fit import kernel_for, programs_per_sm
 from autokernel.kernels.matmul_tma import head_rounds, tail_cut, tma_operands
+from autokernel.knobs import SWAP_AB_MAX_M
 from autokernel.records import torch_dtype
 
 
@@ -91,17 +92,22 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
     """``why_not`` with each dimension's smallest covering tile (a power of two, >= 16) given."""
     if config.variant == "tma" and not tma:
         return "no TMA descriptor for these operands"
+    rows_m, dims = m, "MN"
+    if config.swap_ab:  # the kernel computes C^T: its rules on the N x M problem it tiles
+        if m > SWAP_AB_MAX_M:
+            return f"swap_ab puts M's rows on the MMA's narrow side: considered for M <= {SWAP_AB_MAX_M}"
+        m, n, m_cap, n_cap, dims = n, m, n_cap, m_cap, "NM"
     bm = config.block_m
     if bm < (16 if m <= 64 else 32 if m <= 128 else 64):
-        return f"block_m={bm} is too thin for M={m}"
+        return f"block_m={bm} is too thin for {dims[0]}={m}"
     if thin_tma(config):
         why = _thin_why_not(bm, m, m_cap, aligned)
         if why is not None:
             return why
     elif bm > m_cap:
-        return f"block_m={bm} exceeds M={m}"
+        return f"block_m={bm} exceeds {dims[0]}={m}"
     if config.block_n > n_cap:
-        return f"block_n={config.block_n} exceeds N={n}"
+        return f"block_n={config.block_n} exceeds {dims[1]}={n}"
     if config.block_k > k_cap:
         return f"block_k={config.block_k} exceeds K={k}"
     if config.split_k > 1:
@@ -113,7 +119,7 @@ def _why_not(config: KernelConfig, m: int, n: int, k: int, tma: bool, programs: 
         tiles = -(-m // bm) * -(-n // config.block_n)
         if kernel_kind(config, tma) == "tma":
             sk_progs = tail_cut(tiles, programs, -(-k // config.block_k))[0]
-            if not streamk_applies(m, tiles, programs, sk_progs, config.flatten, thin_tma(config)):
+            if not streamk_applies(rows_m, tiles, programs, sk_progs, config.flatten, thin_tma(config)):
                 return (f"a stream-K tail needs a partial wave of tiles long enough in K to cut, and "
                         f"M >= {STREAMK_MIN_M} after whole waves (a flattened config; {THIN_TAIL_MIN_M} for a thin "
                         f"TMA tile) or M >= {STREAMK_FEW_MIN_M} "
@@ -360,6 +366,8 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     an SM costs it. 10-fold CV over 696 H100 shapes: picks more than 2 % slower than the default
     19 -> 8, pick / best 0.979 -> 0.978, cuBLAS / pick 0.886 -> 0.885."""
     split = config.split_k
+    if config.swap_ab:  # the kernel computes C^T: N x M tiles, B^T read as its first operand
+        m, n = n, m
     units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * split
     k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k
     waves = units / programs if kind == "streamk" else float(_cdiv(units, programs))
@@ -400,7 +408,7 @@ def co_resident(units: int, programs: int, per_sm: int) -> int:
 def sharing(config: KernelConfig, m: int, n: int, dtype: torch.dtype, tma: bool, programs: int) -> int:
     """``co_resident`` for ``config`` on an M x N output: 0 for the TMA kernels."""
     kind = kernel_kind(config, tma)
-    if kind not in SHARING_KINDS:
+    if kind not in SHARING_KINDS:  # the TMA kernels (with or without swap_ab) among them
         return 0
     units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * config.split_k
     return co_resident(units, programs, programs_per_sm(config, dtype, tma=tma))
@@ -693,7 +701,8 @@ class Model:
         out: dict[tuple, list] = {}
         for key, c in self.constants.items():
             config = KernelConfig.model_validate_json(key)
-            out.setdefault((kernel_kind(config, True), config.block_m, config.block_n), []).append((config, c))
+            out.setdefault((kernel_kind(config, True), config.block_m, config.block_n, config.swap_ab),
+                           []).append((config, c))
         return out
 
     def constants_for(self, config: KernelConfig, tma: bool) -> tuple[Constants, KernelConfig] | None:
@@ -713,7 +722,7 @@ class Model:
             if found is not None:
                 return found, flat
         kind = kernel_kind(config, tma)
-        same = self._by_tile.get((kind, config.block_m, config.block_n))
+        same = self._by_tile.get((kind, config.block_m, config.block_n, config.swap_ab and kind == "tma"))
         if not same:
             return None
 
@@ -758,7 +767,7 @@ class _Prepared:
 
     __slots__ = ("config", "key", "kind", "constants", "scored_as", "bm", "bn", "bk", "split", "needs_tma",
                  "stream_k", "sk_tail", "flatten", "thin", "stage_elems", "a", "b", "inv_bandwidth", "d", "inv_l2_bandwidth", "row_factor",
-                 "error", "excess_index", "unshared", "per_sm")
+                 "error", "excess_index", "unshared", "per_sm", "swap")
 
     def __init__(self, config: KernelConfig, key: tuple, kind: str, constants: Constants | None,
                  scored_as: KernelConfig | None):
@@ -769,6 +778,7 @@ class _Prepared:
         self.needs_tma, self.stream_k = config.variant == "tma", config.stream_k
         self.sk_tail = config.stream_k and kind == "tma"  # the TMA kernel's stream-K tail
         self.flatten = config.flatten
+        self.swap = config.swap_ab and kind == "tma"  # C^T: bm tiles N, bn tiles M
         self.thin = thin_tma(config)
         self.stage_elems = config.num_stages * (config.block_m + config.block_n) * config.block_k
         # Which EPILOGUE_EXCESS_NS applies: 0 (TMA kernel), 1 (pointer kernels) or None.
@@ -880,6 +890,8 @@ def _applies_by_class(p: "_Prepared", tma: bool, thin: int, m_cap: int, n_cap: i
                       m: int) -> bool:
     """``_why_not``'s rules that depend only on the problem's size class, on a candidate's
     numbers: the kernel TMA needs, the tile against M, N and K, the thin tiles' rows."""
+    if p.swap:  # _why_not's rules on the C^T the kernel tiles: N x M
+        return tma and m_cap <= SWAP_AB_MAX_M and p.bn <= m_cap and p.bm <= n_cap and p.bk <= k_cap
     if (p.needs_tma and not tma) or p.bm < thin or p.bn > n_cap or p.bk > k_cap:
         return False
     if p.thin:  # _thin_why_not
@@ -959,7 +971,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
            margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True,
            b_rows: bool = False, activation: str = "none", scalar: tuple[bool, bool] = (False, False)) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
-    (``why_not``), tuned configs of other shapes (``tuned``: (config, where)), and the
+    (``why_not``), tuned configs of other shapes (``tuned``: (config, where); one with
+    ``swap_ab`` only for at most SWAP_AB_MAX_M rows, as the candidates), and the
     default, each scored; those ``fits`` refuses (shared memory, in the launch's mode) are
     left out. The fastest predicted wins, unless it beats the default's prediction by less
     than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
@@ -998,6 +1011,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         return ok
 
     for config, source in ((default, "default"), *tuned):
+        if config.swap_ab and m > SWAP_AB_MAX_M and source != "default":
+            continue  # a tile of C^T tuned for few rows: its constants say nothing of more
         p = _prepare(model, config, tma)
         if p.key not in seen and allowed(p, config):
             seen.add(p.key)
@@ -1023,7 +1038,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         if split > 1 and (k // split < 2 * p.bk or -(-m // p.bm) * -(-n // p.bn) >= programs):
             continue
         if p.stream_k:
-            tiles = -(-m // p.bm) * -(-n // p.bn)
+            tiles = -(-n // p.bm) * -(-m // p.bn) if p.swap else -(-m // p.bm) * -(-n // p.bn)
             if p.sk_tail:
                 key = (tiles, -(-k // p.bk))
                 sk = cuts.get(key)
@@ -1073,12 +1088,17 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             scores.append((None, p, source))
             continue
         split, bk, bm, bn = p.split, p.bk, p.bm, p.bn
-        rows = rows_of.get(bm)
-        if rows is None:
-            rows = rows_of[bm] = -(-m // bm)
-        cols = cols_of.get(bn)
-        if cols is None:
-            cols = cols_of[bn] = -(-n // bn)
+        first_reads, second_reads = a_reads, b_reads
+        if p.swap:  # C^T = B^T A^T: N x M tiles, B read as the first operand
+            rows, cols = -(-n // bm), -(-m // bn)
+            first_reads, second_reads = b_reads, a_reads
+        else:
+            rows = rows_of.get(bm)
+            if rows is None:
+                rows = rows_of[bm] = -(-m // bm)
+            cols = cols_of.get(bn)
+            if cols is None:
+                cols = cols_of[bn] = -(-n // bn)
         units = rows * cols * split
         k_per = k_per_of.get((split, bk))
         if k_per is None:
@@ -1115,7 +1135,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             if reach < 1.0:
                 memory *= dram_gain / (1.0 + gain_over * reach)
         if p.inv_l2_bandwidth is not None:
-            l2_us = (a_reads * (1.0 + reread * (cols - 1)) + b_reads * (1.0 + reread * (rows - 1))) * p.inv_l2_bandwidth
+            l2_us = ((first_reads * (1.0 + reread * (cols - 1)) + second_reads * (1.0 + reread * (rows - 1)))
+                     * p.inv_l2_bandwidth)
             memory = (memory ** MEMORY_P + l2_us ** MEMORY_P) ** _INV_MEMORY_P  # _memory_max
         us = (compute ** SMOOTH_P + memory ** SMOOTH_P) ** _INV_P + p.d  # _smooth_max
         if b_rows and p.row_factor is not None:

@@ -145,3 +145,26 @@ def simulate_gpu(monkeypatch, name: str, shared_memory: int = 232448) -> torch.d
     monkeypatch.delenv(best.SELECTOR_ENV, raising=False)
     best.clear_cache()
     return torch.device("cuda")
+
+
+def tma_case_operands(m, n, k, layout, dtype, seed):
+    """A, B (each row-major or a transposed view per ``layout``) and a bias for M x N x K,
+    A scaled by 1/sqrt(K), on the CPU, from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+    bias = torch.randn(n, generator=g)
+    return (a / k ** 0.5).to(dtype), b.to(dtype), bias.to(dtype)
+
+
+def run_tma(a, b, bias, act, config, programs, z=None, slope=0.2):
+    """(C, launch): the TMA kernel's launch for ``config`` on a grid of ``programs`` (under the
+    interpreter), run once into a C poisoned with NaN."""
+    from autokernel.kernels import matmul_tma
+
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype)
+    operands = matmul_tma.tma_operands(a, b, c)
+    assert operands is not None
+    launch = matmul_tma.plan_matmul_tma(a, b, c, bias, act, slope, config, operands, True, z=z, programs=programs)
+    launch(a, b, c, bias if bias is not None else c, z if z is not None else c)
+    return c, launch

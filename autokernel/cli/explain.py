@@ -260,11 +260,13 @@ def _grid(config, m: int, n: int, dtype, tma: bool, programs: int) -> dict:
     fill the SMs: the tiles, how many programs an SM runs at once (one on the TMA kernel's
     persistent grid; as many as fit on the pointer kernels'), the rounds of programs that
     makes and how full the last is. Where a round leaves SMs idle the power-of-two tiles
-    trail cuBLAS most (``IDLE_FILL``)."""
-    from autokernel import select
+    trail cuBLAS most (``IDLE_FILL``). A config with ``swap_ab`` tiles C^T: N by block_m, M by
+    block_n."""
+    from autokernel import knobs, select
     from autokernel.kernels.fit import programs_per_sm
 
-    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    rows, cols = knobs.oriented(config.swap_ab and select.kernel_kind(config, tma) == "tma", m, n)
+    tiles = -(-rows // config.block_m) * -(-cols // config.block_n)
     units = tiles * config.split_k
     per_sm = 1 if select.kernel_kind(config, tma) == "tma" else programs_per_sm(config, dtype, tma=tma)
     slots = programs * per_sm
@@ -276,7 +278,9 @@ def _grid(config, m: int, n: int, dtype, tma: bool, programs: int) -> dict:
 
 def _grid_line(config, grid: dict) -> str:
     """``_grid`` in words."""
-    tiles = f"{grid['tiles']} tiles of {config.block_m}x{config.block_n}" + (
+    shape = (f"C^T, {config.block_m} of N by {config.block_n} of M" if config.swap_ab
+             else f"{config.block_m}x{config.block_n}")
+    tiles = f"{grid['tiles']} tiles of {shape}" + (
         f", K cut in {config.split_k} slices: {grid['units']} programs," if config.split_k > 1 else "")
     at_once = "one program per SM" if grid["per_sm"] == 1 else f"up to {grid['per_sm']} programs per SM"
     full = grid["last_round_full"]

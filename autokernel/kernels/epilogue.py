@@ -161,15 +161,19 @@ def store_epilogue(
     acc, offs_m, offs_n, M, N,
     c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias, z_ptr, stride_zm, stride_zn, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, INDEX_64: tl.constexpr,
-    row_from=0, col_from=0, FROM: tl.constexpr = False,
+    row_from=0, col_from=0, FROM: tl.constexpr = False, BIAS_ROWS: tl.constexpr = False,
 ):
     """The GEMM epilogue on a float32 tile ``acc`` of rows ``offs_m`` and columns ``offs_n``:
     + bias (any stride), Z stored when STORE_Z (for a backward that needs act'(Z)), then
     C = act(.) in C's dtype; rows and columns past M and N are masked out, and with FROM
     those before ``row_from`` and ``col_from`` too (a tile that overlaps the one before it
     stores only its own). The bounds go in the mask, not the indices: indices that stay
-    contiguous keep the stores vectorized."""
-    if HAS_BIAS:
+    contiguous keep the stores vectorized. BIAS_ROWS: the bias runs along the rows (a tile
+    of C^T)."""
+    if HAS_BIAS and BIAS_ROWS:
+        bias = tl.load(bias_ptr + offs_m.to(tl.int64) * stride_bias, mask=offs_m < M, other=0.0).to(tl.float32)
+        acc = acc + bias[:, None]
+    elif HAS_BIAS:
         # Any bias stride (a column of a matrix, a slice); int64: it may be large.
         bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]

@@ -37,17 +37,24 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 def _store_tile(
     acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_PTR: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_PTR: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     """The epilogue of one [BLOCK_M, BLOCK_N] float32 piece of C at (off_m, off_n):
     + bias, Z stored when STORE_Z, then act(.) stored through ``c_desc``, or with C_PTR
     (C's rows no multiple of 16 bytes: no descriptor) by masked stores through the pointer
-    ``c_desc`` with row stride ``stride_c``."""
+    ``c_desc`` with row stride ``stride_c``. With SWAP_AB the piece is of C^T (M and N are
+    C's columns and rows): the bias runs along its rows, Z's strides come swapped, and it
+    is stored transposed at (off_n, off_m) of C."""
     offs_n = off_n + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         # Any bias stride (a column of a matrix, a slice); int64: it may be large.
-        bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc = acc + bias[None, :]
+        if SWAP_AB:
+            offs_b = off_m + tl.arange(0, BLOCK_M)
+            bias = tl.load(bias_ptr + offs_b.to(tl.int64) * stride_bias, mask=offs_b < M, other=0.0).to(tl.float32)
+            acc = acc + bias[:, None]
+        else:
+            bias = tl.load(bias_ptr + offs_n.to(tl.int64) * stride_bias, mask=offs_n < N, other=0.0).to(tl.float32)
+            acc = acc + bias[None, :]
     if STORE_Z:
         # The pre-activation Z for backward, by plain stores: a second TMA store
         # would need a second C-sized tile of shared memory.
@@ -61,6 +68,8 @@ def _store_tile(
         c_ptrs = c_desc + offs_cm[:, None].to(tl.int64) * stride_c + offs_n[None, :]
         c_mask = (offs_cm[:, None] < M) & (offs_n[None, :] < N)
         tl.store(c_ptrs, acc.to(c_desc.dtype.element_ty), mask=c_mask)
+    elif SWAP_AB:
+        c_desc.store([off_n, off_m], tl.trans(acc).to(c_desc.dtype))
     else:
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
@@ -70,6 +79,7 @@ def _tile_epilogue(
     acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias, slope,
     HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, C_PTR: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """The epilogue of one whole tile: in EPILOGUE_SUBTILE column slices (1 or 2)."""
     if EPILOGUE_SUBTILE == 2:
@@ -78,12 +88,12 @@ def _tile_epilogue(
         halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
         left, right = tl.split(halves)
         _store_tile(left, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR)
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR, SWAP_AB)
         _store_tile(right, c_desc, bias_ptr, z_ptr, off_m, off_n + SUB_N, M, N, stride_c, stride_zm, stride_zn,
-                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR)
+                    stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, SUB_N, C_PTR, SWAP_AB)
     else:
         _store_tile(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
-                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, C_PTR)
+                    slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, C_PTR, SWAP_AB)
 
 
 @triton.jit
@@ -136,7 +146,7 @@ def _descriptors(
 
 @triton.jit
 def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_TRANS: tl.constexpr,
-                 B_TRANS: tl.constexpr, C_PTR: tl.constexpr):
+                 B_TRANS: tl.constexpr, C_PTR: tl.constexpr, SWAP_AB: tl.constexpr):
     """Where tile (pid_m, pid_n)'s boxes start: the last row and column of tiles end at M
     and N where the operands are that large, so that no TMA box lies mostly past an
     operand's end (loaded slowly: on the H100 a 128x128 tile with a long K ran 1.38x slower
@@ -145,9 +155,10 @@ def _tile_origin(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexp
     descriptor) the start is rounded up to 8 elements (16 bytes): a box may start there only
     at a 16-byte boundary (one at an odd element, over rows of padded storage, stopped the
     H200 with an illegal instruction). The box then ends at most 7 elements past the
-    operand, which the copy engine fills with zeros and clips."""
-    ALIGN_M: tl.constexpr = 8 if A_TRANS else 1
-    ALIGN_N: tl.constexpr = 8 if (not B_TRANS or not C_PTR) else 1
+    operand, which the copy engine fills with zeros and clips. With SWAP_AB (M and N are
+    C's columns and rows; C always described) C's contiguous dimension is M."""
+    ALIGN_M: tl.constexpr = 8 if (A_TRANS or SWAP_AB) else 1
+    ALIGN_N: tl.constexpr = 8 if (not B_TRANS or not (C_PTR or SWAP_AB)) else 1
     return (tl.minimum(pid_m * BLOCK_M, tl.maximum((M - BLOCK_M + ALIGN_M - 1) // ALIGN_M * ALIGN_M, 0)),
             tl.minimum(pid_n * BLOCK_N, tl.maximum((N - BLOCK_N + ALIGN_N - 1) // ALIGN_N * ALIGN_N, 0)))
 
@@ -158,6 +169,7 @@ def _whole_tile(
     slope, HAS_BIAS: tl.constexpr, STORE_Z: tl.constexpr, ACTIVATION: tl.constexpr, A_TRANS: tl.constexpr,
     B_TRANS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, C_PTR: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """One output tile with its whole K loop and epilogue: a data-parallel tile of the
     persistent kernels (the plain one, and the stream-K one's whole waves), at
@@ -166,11 +178,11 @@ def _whole_tile(
     before it in the tile order, so they are whole tiles too (the stream-K tail is the
     order's last tiles)."""
     pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR, SWAP_AB)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, 0, k_tiles, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
     _tile_epilogue(acc, c_desc, bias_ptr, z_ptr, off_m, off_n, M, N, stride_c, stride_zm, stride_zn, stride_bias,
-                   slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE, C_PTR)
+                   slope, HAS_BIAS, STORE_Z, ACTIVATION, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE, C_PTR, SWAP_AB)
 
 
 @triton.jit
@@ -195,6 +207,7 @@ def _matmul_tma_kernel(
     FLATTEN: tl.constexpr,
     DEVICE_DESCRIPTORS: tl.constexpr,
     C_PTR: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     if DEVICE_DESCRIPTORS:  # given the operands' pointers: each program describes them itself
         a_desc, b_desc, c_desc = _descriptors(a_desc, b_desc, c_desc, M, N, K, stride_a, stride_b, stride_c, A_TRANS,
@@ -210,7 +223,7 @@ def _matmul_tma_kernel(
                             warp_specialize=WARP_SPECIALIZE):
         _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_c, stride_zm, stride_zn,
                     stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N,
-                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR)
+                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR, SWAP_AB)
 
 
 SK_SPLIT = 8
@@ -325,6 +338,7 @@ def _matmul_tma_streamk_kernel(
     FLATTEN: tl.constexpr,
     HEAD_AND_TAILS: tl.constexpr,
     C_PTR: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """The persistent TMA kernel with a stream-K tail: the first ``dp_tiles`` tiles (whole
     waves) as ``_matmul_tma_kernel`` runs them, then the other tiles (the tail, fewer than
@@ -345,7 +359,7 @@ def _matmul_tma_streamk_kernel(
     for tile_id in tl.range(pid, dp_tiles, NUM_PROGRAMS, flatten=FLATTEN):
         _whole_tile(tile_id, a_desc, b_desc, c_desc, bias_ptr, z_ptr, M, N, k_tiles, stride_c, stride_zm, stride_zn,
                     stride_bias, slope, HAS_BIAS, STORE_Z, ACTIVATION, A_TRANS, B_TRANS, UPCAST, BLOCK_M, BLOCK_N,
-                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR)
+                    BLOCK_K, GROUP_M, EPILOGUE_SUBTILE, C_PTR, SWAP_AB)
     sk_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) - dp_tiles
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -362,7 +376,7 @@ def _matmul_tma_streamk_kernel(
                               tl.where(t < sk_tiles, k_tiles, k_first))
             t = tl.minimum(t, sk_tiles - 1)
             pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-            off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
+            off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR, SWAP_AB)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
             slot = tl.where(head, pid, head_slots + t).to(tl.int64) * (BLOCK_M * BLOCK_N)
@@ -378,7 +392,7 @@ def _matmul_tma_streamk_kernel(
         k_first = (chunk * k_tiles) // chunks
         k_last = tl.where(pid < sk_progs, tl.maximum(((chunk + 1) * k_tiles) // chunks, k_first), k_first)
         pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
+        off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR, SWAP_AB)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = _k_loop(a_desc, b_desc, acc, off_m, off_n, k_first, k_last, A_TRANS, B_TRANS, UPCAST, BLOCK_K)
         if pid < sk_progs:
@@ -390,7 +404,7 @@ def _matmul_tma_streamk_kernel(
 def _streamk_fixup_kernel(
     ws_ptr, c_ptr, bias_ptr, z_ptr,
     M, N,
-    stride_cm, stride_zm, stride_zn, stride_bias,
+    stride_cm, stride_cn, stride_zm, stride_zn, stride_bias,
     slope, dp_tiles, sk_progs,
     HAS_BIAS: tl.constexpr,
     STORE_Z: tl.constexpr,
@@ -403,11 +417,13 @@ def _streamk_fixup_kernel(
     A_TRANS: tl.constexpr,
     B_TRANS: tl.constexpr,
     C_PTR: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """One program per FIX_M x FIX_N piece of a tail tile of ``_matmul_tma_streamk_kernel``:
     the piece of its chunks' partials summed in chunk order (the same sum every launch),
     then the epilogue. Pieces, not whole tiles: with few tail tiles (a skinny problem cut
-    along K), one program per tile would read every chunk's partial through one SM."""
+    along K), one program per tile would read every chunk's partial through one SM. With
+    SWAP_AB the tiles are of C^T: C's strides come swapped and the bias runs along rows."""
     pid = tl.program_id(0)
     pieces_n: tl.constexpr = BLOCK_N // FIX_N
     pieces: tl.constexpr = (BLOCK_M // FIX_M) * pieces_n
@@ -424,10 +440,10 @@ def _streamk_fixup_kernel(
     pid_m, pid_n = grouped_tile(dp_tiles + t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # The partials are of the tile at _tile_origin: the rows and columns it shares with
     # the tile before it are that tile's to store (masked out here).
-    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
-    store_epilogue(acc, off_m + offs_m, off_n + offs_n, M, N, c_ptr, stride_cm, 1, bias_ptr, stride_bias, z_ptr,
-                   stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, True,
-                   pid_m * BLOCK_M, pid_n * BLOCK_N, True)
+    off_m, off_n = _tile_origin(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR, SWAP_AB)
+    store_epilogue(acc, off_m + offs_m, off_n + offs_n, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, stride_bias,
+                   z_ptr, stride_zm, stride_zn, slope, HAS_BIAS, STORE_Z, ACTIVATION, True,
+                   pid_m * BLOCK_M, pid_n * BLOCK_N, True, SWAP_AB)
 
 
 FIXUP_PIECE = (32, 64)
@@ -513,10 +529,11 @@ class TmaLaunch:
     making the descriptors more. Descriptors made on the device cost every launch some
     2-3 µs of GPU time at the start of each program (docs/kernel-notes.md)."""
 
-    __slots__ = ("kernel", "specs", "kept", "by_operand", "interpret")
+    __slots__ = ("kernel", "specs", "kept", "by_operand", "interpret", "swap")
 
-    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool):
+    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool, swap: bool = False):
         self.kernel, self.specs, self.interpret = kernel, specs, interpret
+        self.swap = swap  # the kernel computes C^T = B^T A^T: B is described first
         # by operand addresses: [descriptors, their expansion for the C launcher or None]
         self.kept: dict[tuple[int, int, int], list] = {}
         # per operand, by its address: [descriptor, its expansion or None]
@@ -550,7 +567,10 @@ class TmaLaunch:
 
     def descriptors(self, a, b, c) -> tuple:
         """A's, B's and C's descriptors for these operands (tensors of the launch's layout);
-        C itself where the launch stores it through pointers (two specs)."""
+        C itself where the launch stores it through pointers (two specs). With ``swap``,
+        B's comes first, then A's."""
+        if self.swap:
+            a, b = b, a
         if self.interpret:  # the interpreter reads the base tensor itself
             made = tuple(TensorDescriptor(t, *spec) for t, spec in zip((a, b, c), self.specs))
         else:
@@ -564,6 +584,8 @@ class TmaLaunch:
         if self.interpret:
             kernel(*self.descriptors(a, b, c), *tensors)
             return
+        if self.swap:
+            a, b = b, a
         entry = self._entry(a, b, c)
         if len(self.specs) < 3:  # C stored through pointers: its pointer follows the descriptors
             tensors = (c, *tensors)
@@ -583,8 +605,9 @@ class TmaStreamKLaunch(TmaLaunch):
 
     __slots__ = ("fixup", "ws_numel")
 
-    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool, fixup: KernelLaunch, ws_numel: int):
-        super().__init__(kernel, specs, interpret)
+    def __init__(self, kernel: KernelLaunch, specs: tuple, interpret: bool, fixup: KernelLaunch, ws_numel: int,
+                 swap: bool = False):
+        super().__init__(kernel, specs, interpret, swap)
         self.fixup, self.ws_numel = fixup, ws_numel
 
     def __call__(self, a, b, c, bias, z) -> None:
@@ -603,19 +626,22 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
     buffer, one column slice of the epilogue. With ``warp_specialize`` the programs make the
     descriptors themselves (a plain ``KernelLaunch`` of the pointers): Triton 3.6 splits a
     warp-specialized tile's loads between its consumer warpgroups, which a descriptor made
-    on the host for the whole tile's block does not allow."""
-    (a_view, a_trans), (b_view, b_trans), c_described = operands
-    M, K = a.shape
-    N = b.shape[1]
-    bm, bn, bk = config.block_m, config.block_n, config.block_k
+    on the host for the whole tile's block does not allow.
+
+    With ``swap_ab`` the kernel computes C^T = B^T A^T (``_swapped``): B's storage is its
+    first operand, A's its second, its tiles are of C^T and it stores them transposed; where
+    C has no descriptor the config runs unswapped."""
+    if config.swap_ab and not operands[2]:
+        config = config.model_copy(update={"swap_ab": False})
     programs = programs or persistent_programs(c.device)
     if config.stream_k:
         return _plan_streamk(a, b, c, bias, activation, slope, config, operands, interpret, z, programs)
-    zz = z if z is not None else c
+    M, N, K, (a_view, a_trans), (b_view, b_trans), c_described, z_strides = _swapped(a, b, c, z, config, operands)
+    bm, bn, bk = config.block_m, config.block_n, config.block_k
     kernel = KernelLaunch(
         _matmul_tma_kernel,
         (min(programs, triton.cdiv(M, bm) * triton.cdiv(N, bn)),),
-        (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), zz.stride(0), zz.stride(1),
+        (M, N, K, a_view.stride(0), b_view.stride(0), c.stride(0), *z_strides,
          bias.stride(0) if bias is not None else 0, float(slope)),
         dict(
             HAS_BIAS=bias is not None,
@@ -634,24 +660,43 @@ def plan_matmul_tma(a, b, c, bias, activation: str, slope: float, config, operan
             FLATTEN=config.flatten,
             DEVICE_DESCRIPTORS=config.warp_specialize,
             C_PTR=not c_described,
+            SWAP_AB=config.swap_ab,
         ),
         dict(num_warps=config.num_warps, num_stages=config.num_stages),
         c.device, interpret,
     )
     if config.warp_specialize:
         return kernel
-    return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret)
+    return TmaLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret,
+                     config.swap_ab)
+
+
+def _swapped(a, b, c, z, config, operands) -> tuple:
+    """The problem as the TMA kernel sees it: (M, N, K, first operand's (view, trans),
+    second's, C described, Z's (row, column) strides). With ``swap_ab``, C^T = B^T A^T: the
+    first operand is B's storage (B^T: a transposed view where B is row-major), the second
+    A's (A^T), M and N trade places and so do Z's strides."""
+    (a_view, a_trans), (b_view, b_trans), c_described = operands
+    (M, K), N = a.shape, b.shape[1]
+    zz = z if z is not None else c
+    if config.swap_ab:
+        return N, M, K, (b_view, not b_trans), (a_view, not a_trans), c_described, (zz.stride(1), zz.stride(0))
+    return M, N, K, (a_view, a_trans), (b_view, b_trans), c_described, (zz.stride(0), zz.stride(1))
 
 
 def _specs(a_view, a_trans, b_view, b_trans, c, config, c_described: bool) -> tuple:
-    """(shape, strides, block) of A's, B's and C's descriptors; A's and B's alone where C is
-    stored through pointers (not ``c_described``)."""
+    """(shape, strides, block) of the kernel's first, second and C's descriptors (``_swapped``'s
+    operands); the first two alone where C is stored through pointers (not ``c_described``).
+    With ``swap_ab`` C's block is the transposed tile's: [block_n / subtile, block_m]."""
     bm, bn, bk = config.block_m, config.block_n, config.block_k
     specs = (
         (list(a_view.shape), [a_view.stride(0), 1], [bk, bm] if a_trans else [bm, bk]),
         (list(b_view.shape), [b_view.stride(0), 1], [bn, bk] if b_trans else [bk, bn]),
     )
-    return (*specs, (list(c.shape), [c.stride(0), 1], [bm, bn // config.epilogue_subtile])) if c_described else specs
+    if not c_described:
+        return specs
+    block = [bn // config.epilogue_subtile, bm] if config.swap_ab else [bm, bn // config.epilogue_subtile]
+    return (*specs, (list(c.shape), [c.stride(0), 1], block))
 
 
 def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands, interpret: bool, z,
@@ -660,9 +705,7 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     tail's tiles cut along K (``_matmul_tma_streamk_kernel``: ``tail_cut`` says how), then
     the fix-up; where the tiles fill whole waves, or the tail is not worth cutting, the
     plain kernel runs."""
-    (a_view, a_trans), (b_view, b_trans), c_described = operands
-    M, K = a.shape
-    N = b.shape[1]
+    M, N, K, (a_view, a_trans), (b_view, b_trans), c_described, z_strides = _swapped(a, b, c, z, config, operands)
     bm, bn = config.block_m, config.block_n
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     sk_progs, head = tail_cut(tiles, programs, triton.cdiv(K, config.block_k))
@@ -670,13 +713,12 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
         return plan_matmul_tma(a, b, c, bias, activation, slope, config.model_copy(update={"stream_k": False}),
                                operands, interpret, z, programs)
     dp_tiles = tiles - tiles % programs
-    zz = z if z is not None else c
-    common = dict(HAS_BIAS=bias is not None, STORE_Z=z is not None, ACTIVATION=activation)
+    common = dict(HAS_BIAS=bias is not None, STORE_Z=z is not None, ACTIVATION=activation, SWAP_AB=config.swap_ab)
     bias_stride = bias.stride(0) if bias is not None else 0
     kernel = KernelLaunch(
         _matmul_tma_streamk_kernel,
         (programs,),
-        (M, N, K, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs, head),
+        (M, N, K, c.stride(0), *z_strides, bias_stride, float(slope), dp_tiles, sk_progs, head),
         dict(**common, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=interpret and a.dtype == torch.bfloat16,
              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=config.block_k, GROUP_M=config.group_m, NUM_PROGRAMS=programs,
              EPILOGUE_SUBTILE=config.epilogue_subtile, FLATTEN=config.flatten, HEAD_AND_TAILS=bool(head),
@@ -688,14 +730,15 @@ def _plan_streamk(a, b, c, bias, activation: str, slope: float, config, operands
     fixup = KernelLaunch(
         _streamk_fixup_kernel,
         ((tiles - dp_tiles) * (bm // fix_m) * (bn // fix_n),),
-        (M, N, c.stride(0), zz.stride(0), zz.stride(1), bias_stride, float(slope), dp_tiles, sk_progs),
+        (M, N, *((1, c.stride(0)) if config.swap_ab else (c.stride(0), 1)), *z_strides, bias_stride, float(slope),
+         dp_tiles, sk_progs),
         dict(**common, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config.group_m, FIX_M=fix_m, FIX_N=fix_n, A_TRANS=a_trans,
              B_TRANS=b_trans, C_PTR=not c_described),
         dict(num_warps=4, num_stages=1),
         c.device, interpret,
     )
     return TmaStreamKLaunch(kernel, _specs(a_view, a_trans, b_view, b_trans, c, config, c_described), interpret,
-                            fixup, sk_progs * bm * bn)
+                            fixup, sk_progs * bm * bn, config.swap_ab)
 
 
 hash_callees_first(globals())  # one cache key per kernel in every process (see there)

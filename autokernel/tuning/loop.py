@@ -317,7 +317,7 @@ def half_height_tile(problem: Problem, tma: KernelConfig, programs: int | None) 
     tile, 64x256x64 w4 s4 flattened with the split epilogue, was the fastest of 23 configs
     raced side by side, 2.6 % ahead of the tuner's 128x256 winner; at the three other
     tuning-target shapes (fill 0.97) the 128x256 tile won (docs/tuning.md)."""
-    if programs is None or tma.block_m < 128 or tma.num_warps < 8:
+    if programs is None or tma.block_m < 128 or tma.num_warps < 8 or tma.swap_ab:
         return None
     fill = wave_fill(problem, tma.block_m, tma.block_n, programs)
     half = tma.block_m // 2

@@ -49,6 +49,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from autokernel import knobs
 from autokernel.records import KernelConfig, Problem, Trial
 from autokernel.tuning.protocols import EvaluatorBase
 
@@ -832,7 +833,8 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     k_steps = -(-k // config.block_k)
     derived: tuple = ()
     if config.stream_k:
-        derived = (-(-m // config.block_m) * -(-n // config.block_n), k_steps)
+        rows, cols = knobs.oriented(config.swap_ab, m, n)
+        derived = (-(-rows // config.block_m) * -(-cols // config.block_n), k_steps)
     elif config.split_k > 1:
         per_slice = -(-k_steps // config.split_k)
         derived = (per_slice % 16, per_slice == 1)

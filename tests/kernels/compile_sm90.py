@@ -81,11 +81,30 @@ def matmul_tma_variants():
         }
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans, UPCAST=False,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, WARP_SPECIALIZE=ws,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=ws, C_PTR=c_ptr)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=ws, C_PTR=c_ptr, SWAP_AB=False)
         sig.update({name: "constexpr" for name in consts})
         name = (f"matmul_tma {dtype} {act} a_trans={a_trans} b_trans={b_trans} ws={ws} subtile={subtile} "
                 f"flatten={flatten} w{warps} s{stages} c_ptr={c_ptr}")
         yield name, _matmul_tma_kernel, sig, consts, {"num_warps": warps, "num_stages": stages}
+    # swap_ab: C^T = B^T A^T on thin tiles, stored transposed (B's storage first: nn.Linear's
+    # weight is not transposed, the activations' rows are)
+    for dtype, act, a_trans, b_trans, subtile, flatten, (sbm, sbn, sbk, warps, stages) in [
+            ("float16", "gelu_tanh", False, True, 1, True, (64, 32, 128, 4, 6)),
+            ("bfloat16", "none", True, False, 2, False, (128, 32, 128, 4, 5)),
+            ("bfloat16", "silu", False, True, 1, True, (128, 16, 128, 4, 5))]:
+        t = _TYPES[dtype]
+        sig = {"a_desc": f"tensordesc<{t}{[sbk, sbm] if a_trans else [sbm, sbk]}>",
+               "b_desc": f"tensordesc<{t}{[sbn, sbk] if b_trans else [sbk, sbn]}>",
+               "c_desc": f"tensordesc<{t}{[sbn // subtile, sbm]}>", "bias_ptr": "*" + t, "z_ptr": "*" + t,
+               "M": "i32", "N": "i32", "K": "i32", "stride_a": "i32", "stride_b": "i32", "stride_c": "i32",
+               "stride_zm": "i32", "stride_zn": "i32", "stride_bias": "i32", "slope": "fp32"}
+        consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans,
+                      UPCAST=False, BLOCK_M=sbm, BLOCK_N=sbn, BLOCK_K=sbk, GROUP_M=8, NUM_PROGRAMS=132,
+                      WARP_SPECIALIZE=False, EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, DEVICE_DESCRIPTORS=False,
+                      C_PTR=False, SWAP_AB=True)
+        sig.update({name: "constexpr" for name in consts})
+        yield (f"matmul_tma swap_ab {dtype} {act} {sbm}x{sbn}x{sbk} subtile={subtile} flatten={flatten}",
+               _matmul_tma_kernel, sig, consts, {"num_warps": warps, "num_stages": stages})
 
 
 def splitk_variants():
@@ -142,32 +161,38 @@ def tma_streamk_variants():
     """The TMA kernel with a stream-K tail and its fix-up (kernels/matmul_tma.py)."""
     from autokernel.kernels.matmul_tma import FIXUP_PIECE, _matmul_tma_streamk_kernel, _streamk_fixup_kernel
 
-    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages), heads, c_ptr in [
-            ("float16", "none", False, True, 1, False, (128, 256, 8, 3), True, False),
-            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4), False, False),
-            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4), True, False),
-            ("bfloat16", "relu", False, True, 1, True, (128, 128, 4, 5), False, True)]:
+    for dtype, act, a_trans, b_trans, subtile, flatten, (bm, bn, warps, stages), heads, c_ptr, swap in [
+            ("float16", "none", False, True, 1, False, (128, 256, 8, 3), True, False, False),
+            ("bfloat16", "gelu_tanh", True, False, 2, True, (128, 128, 8, 4), False, False, False),
+            ("float16", "silu", False, False, 1, True, (64, 256, 4, 4), True, False, False),
+            ("bfloat16", "relu", False, True, 1, True, (128, 128, 4, 5), False, True, False),
+            ("bfloat16", "gelu_tanh", False, True, 1, True, (64, 32, 4, 6), False, False, True)]:
         t = _TYPES[dtype]
+        c_block = [bn // subtile, bm] if swap else [bm, bn // subtile]
         sig = {"a_desc": f"tensordesc<{t}{[64, bm] if a_trans else [bm, 64]}>",
                "b_desc": f"tensordesc<{t}{[bn, 64] if b_trans else [64, bn]}>",
-               "c_desc": "*" + t if c_ptr else f"tensordesc<{t}{[bm, bn // subtile]}>", "bias_ptr": "*" + t,
+               "c_desc": "*" + t if c_ptr else f"tensordesc<{t}{c_block}>", "bias_ptr": "*" + t,
                "z_ptr": "*" + t, "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_c": "i32",
                "stride_zm": "i32", "stride_zn": "i32", "stride_bias": "i32", "slope": "fp32", "dp_tiles": "i32",
                "sk_progs": "i32", "head_steps": "i32"}
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, A_TRANS=a_trans, B_TRANS=b_trans,
                       UPCAST=False, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, NUM_PROGRAMS=132,
-                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, HEAD_AND_TAILS=heads, C_PTR=c_ptr)
+                      EPILOGUE_SUBTILE=subtile, FLATTEN=flatten, HEAD_AND_TAILS=heads, C_PTR=c_ptr, SWAP_AB=swap)
         sig.update({name: "constexpr" for name in consts})
         yield (f"matmul_tma_streamk {dtype} {act} a_trans={a_trans} b_trans={b_trans} subtile={subtile} "
-               f"flatten={flatten} heads={heads} {bm}x{bn} c_ptr={c_ptr}", _matmul_tma_streamk_kernel, sig, consts,
+               f"flatten={flatten} heads={heads} {bm}x{bn} c_ptr={c_ptr} swap_ab={swap}", _matmul_tma_streamk_kernel,
+               sig, consts,
                {"num_warps": warps, "num_stages": stages})
         sig = {"ws_ptr": "*fp32", "c_ptr": "*" + t, "bias_ptr": "*" + t, "z_ptr": "*" + t}
-        sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_zm", "stride_zn", "stride_bias")})
+        sig.update({name: "i32" for name in ("M", "N", "stride_cm", "stride_cn", "stride_zm", "stride_zn",
+                                             "stride_bias")})
         sig.update(slope="fp32", dp_tiles="i32", sk_progs="i32")
         consts = dict(HAS_BIAS=True, STORE_Z=act != "none", ACTIVATION=act, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8,
-                      FIX_M=FIXUP_PIECE[0], FIX_N=FIXUP_PIECE[1], A_TRANS=a_trans, B_TRANS=b_trans, C_PTR=c_ptr)
+                      FIX_M=min(FIXUP_PIECE[0], bm), FIX_N=min(FIXUP_PIECE[1], bn), A_TRANS=a_trans, B_TRANS=b_trans,
+                      C_PTR=c_ptr, SWAP_AB=swap)
         sig.update({name: "constexpr" for name in consts})
-        yield f"streamk_fixup {dtype} {act} {bm}x{bn}", _streamk_fixup_kernel, sig, consts, {"num_warps": 4}
+        yield (f"streamk_fixup {dtype} {act} {bm}x{bn} swap_ab={swap}", _streamk_fixup_kernel, sig, consts,
+               {"num_warps": 4})
 
 
 def backward_variants():

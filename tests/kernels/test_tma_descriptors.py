@@ -186,16 +186,17 @@ def test_a_launcher_of_another_form_is_called_as_it_is(monkeypatch):
 
 @triton.jit
 def _origins_kernel(out_ptr, tiles_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_TRANS: tl.constexpr,
-                    B_TRANS: tl.constexpr, C_PTR: tl.constexpr):
+                    B_TRANS: tl.constexpr, C_PTR: tl.constexpr, SWAP_AB: tl.constexpr):
     pid = tl.program_id(0)
     off_m, off_n = matmul_tma._tile_origin(tl.load(tiles_ptr + 2 * pid), tl.load(tiles_ptr + 2 * pid + 1), M, N,
-                                           BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR)
+                                           BLOCK_M, BLOCK_N, A_TRANS, B_TRANS, C_PTR, SWAP_AB)
     tl.store(out_ptr + 2 * pid, off_m)
     tl.store(out_ptr + 2 * pid + 1, off_n)
 
 
 @pytest.mark.skipif(not plans.runtime.INTERPRETER, reason="reads tile origins on the interpreter")
-@pytest.mark.parametrize("flags", [(True, False, False), (False, True, False), (False, True, True), (True, True, True)])
+@pytest.mark.parametrize("flags", [(True, False, False, False), (False, True, False, False), (False, True, True, False),
+                                   (True, True, True, False), (False, True, False, True), (True, False, False, True)])
 @pytest.mark.parametrize("block", [(64, 128), (128, 256), (16, 32)])
 @pytest.mark.parametrize("m,n", [(11081, 1001), (1081, 2000), (388, 129), (5, 7), (200, 264), (129, 1000)])
 def test_tile_origins_start_on_16_bytes_along_described_contiguous_rows(flags, block, m, n):
@@ -203,10 +204,11 @@ def test_tile_origins_start_on_16_bytes_along_described_contiguous_rows(flags, b
     a row-major B (N) at an odd element stopped the H200 (an illegal instruction), over rows of
     padded storage: there every origin is a multiple of 8 elements; elsewhere (A row-major;
     N where B is a transposed view and C has no descriptor) the last tile ends at the edge
-    as before. Every origin is no later than its tile's own start, and the box reaches the
+    as before. With swap_ab (the kernel's M and N are C's columns and rows) C's contiguous
+    dimension is the kernel's M. Every origin is no later than its tile's own start, and the box reaches the
     tile's end (or the operand's). The first two and last two tiles of each dimension (the
     interpreter runs one program at a time)."""
-    a_trans, b_trans, c_ptr = flags
+    a_trans, b_trans, c_ptr, swap = flags
     bm, bn = block
     tiles_m, tiles_n = -(-m // bm), -(-n // bn)
     rows = sorted({0, 1, tiles_m - 2, tiles_m - 1} & set(range(tiles_m)))
@@ -214,8 +216,8 @@ def test_tile_origins_start_on_16_bytes_along_described_contiguous_rows(flags, b
     tiles = [(p, q) for p in rows for q in cols]
     out = torch.zeros(2 * len(tiles), dtype=torch.int32)
     _origins_kernel[(len(tiles),)](out, torch.tensor(tiles, dtype=torch.int32).flatten(), m, n, bm, bn, a_trans,
-                                   b_trans, c_ptr)
-    align = (8 if a_trans else 1, 8 if not (b_trans and c_ptr) else 1)
+                                   b_trans, c_ptr, swap)
+    align = (8 if a_trans or swap else 1, 8 if not (b_trans and (c_ptr or swap)) else 1)
     for (p_m, p_n), (off_m, off_n) in zip(tiles, out.view(-1, 2).tolist()):
         for off, p, block_, size, step in ((off_m, p_m, bm, m, align[0]), (off_n, p_n, bn, n, align[1])):
             assert off % step == 0 and 0 <= off <= p * block_

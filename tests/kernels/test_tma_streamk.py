@@ -14,6 +14,8 @@ from autokernel.evaluate import reference_activation
 from autokernel.kernels import matmul_tma
 from autokernel.kernels.matmul_tma import (HEAD_AND_TAILS_MAX_ROUNDS, HEADS_MAX, MIN_CHUNK_STEPS, SK_SPLIT,
                                            TmaLaunch, TmaStreamKLaunch, sk_heads, sk_programs, tail_cut)
+from tests.helpers import run_tma as run
+from tests.helpers import tma_case_operands as operands
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.INTERPRETER,
                                 reason="places the tail with a programs count: the interpreter's launch")
@@ -22,23 +24,6 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available() and not plans.runtime.
 def cfg(bm=16, bn=16, bk=16, **extra) -> KernelConfig:
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=2, num_warps=1, num_stages=1, variant="tma",
                         stream_k=True, **extra)
-
-
-def operands(m, n, k, layout, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
-    b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
-    bias = torch.randn(n, generator=g)
-    return (a / k ** 0.5).to(dtype), b.to(dtype), bias.to(dtype)
-
-
-def run(a, b, bias, act, config, programs, z=None, slope=0.2):
-    c = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype)
-    operands = matmul_tma.tma_operands(a, b, c)
-    assert operands is not None
-    launch = matmul_tma.plan_matmul_tma(a, b, c, bias, act, slope, config, operands, True, z=z, programs=programs)
-    launch(a, b, c, bias if bias is not None else c, z if z is not None else c)
-    return c, launch
 
 
 # (m, n, k, programs) with 16x16 tiles and 16-wide K steps:

@@ -39,6 +39,8 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     (why_not, features, constants_for, predict_us): (winner, source, [(config, source, µs)])."""
     pool = []
     for config, source in ((default, "default"), *tuned):
+        if config.swap_ab and m > select.SWAP_AB_MAX_M and source != "default":
+            continue  # a tile of C^T tuned for few rows
         if all(config != c for c, _ in pool) and fits(config):
             pool.append((config, source))
     for c in CANDIDATES:

@@ -88,7 +88,8 @@ EXPECTED = """\
         "warp_specialize": false,
         "epilogue_subtile": 1,
         "flatten": false,
-        "stream_k": false
+        "stream_k": false,
+        "swap_ab": false
       },
       "ms": 0.5,
       "gpu_ms": 0.4,
@@ -117,7 +118,8 @@ EXPECTED = """\
         "warp_specialize": false,
         "epilogue_subtile": 1,
         "flatten": false,
-        "stream_k": false
+        "stream_k": false,
+        "swap_ab": false
       },
       "ms": 0.06,
       "gpu_ms": 0.048,
@@ -146,7 +148,8 @@ EXPECTED = """\
         "warp_specialize": false,
         "epilogue_subtile": 1,
         "flatten": false,
-        "stream_k": false
+        "stream_k": false,
+        "swap_ab": false
       },
       "ms": 0.3,
       "gpu_ms": null,

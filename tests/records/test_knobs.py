@@ -64,7 +64,8 @@ def test_the_label_writes_each_option_by_its_tag():
 
 def test_on_variant_drops_the_tma_options_the_table_names():
     tma = KernelConfig(variant="tma", epilogue_subtile=2, flatten=True)
-    assert tma.tma_options() and set(knobs.TMA_OPTIONS) == {"warp_specialize", "epilogue_subtile", "flatten"}
+    assert tma.tma_options() and set(knobs.TMA_OPTIONS) == {"warp_specialize", "epilogue_subtile", "flatten",
+                                                                   "swap_ab"}
     grouped = tma.on_variant("grouped")
     assert not grouped.tma_options() and all(getattr(grouped, n) == knobs.DEFAULTS[n] for n in knobs.TMA_OPTIONS)
     assert tma.on_variant("auto") == tma.model_copy(update={"variant": "auto"})

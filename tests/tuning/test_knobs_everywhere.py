@@ -58,7 +58,7 @@ def test_every_rule_prunes_the_space_and_the_llm_may_omit_the_options_of_one_ker
             "ws_subtile": {"epilogue_subtile": 2}, "ws_flatten": {"flatten": True}, "ws_rows": {"block_m": 32},
             "ws_64x256": {"block_m": 64, "block_n": 256}, "split_k_on_grouped": {"warp_specialize": False, "split_k": 2},
             "stream_k_on_grouped_or_tma": {"warp_specialize": False, "stream_k": True, "variant": "auto"},
-            "stream_k_not_warp_specialized": {"stream_k": True},
+            "stream_k_not_warp_specialized": {"stream_k": True}, "swap_not_warp_specialized": {"swap_ab": True},
         }[rule.name]
         config = ws.model_copy(update=broken)
         assert rule.broken(vars(config)), rule.name
@@ -66,7 +66,7 @@ def test_every_rule_prunes_the_space_and_the_llm_may_omit_the_options_of_one_ker
         if rule.level == knobs.CONFIG:
             assert build_config(vars(config)) is None, rule.name
     assert _MAY_OMIT == {"split_k": 1, "warp_specialize": False, "epilogue_subtile": 1, "flatten": False,
-                         "stream_k": False}
+                         "stream_k": False, "swap_ab": False}
 
 
 def test_a_knob_and_a_rule_added_to_the_table_reach_the_space_and_the_prompt(monkeypatch):
