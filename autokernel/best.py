@@ -420,8 +420,8 @@ def reorderable(config: KernelConfig, m: int, n: int, programs: int | None) -> K
     6144³ and 4096x8192x8192 (nn) and 8192x8192x4096 (tn) (docs/selector.md)."""
     if programs is None or config.group_m == ENTRY_GROUP_M:
         return None
-    rows, cols = knobs.oriented(config.swap_ab, m, n)
-    if -(-rows // config.block_m) * -(-cols // config.block_n) * config.split_k > programs:
+    rows, cols = knobs.tile_grid(config.swap_ab, config.block_m, config.block_n, m, n)
+    if rows * cols * config.split_k > programs:
         return None
     return config.model_copy(update={"group_m": ENTRY_GROUP_M})
 
@@ -431,9 +431,8 @@ def _as_candidate(m: int, n: int, config: KernelConfig, where: str, home: tuple[
     """A tuned entry of another shape (its own output ``home``, M x N) as a candidate for
     M x N: in the default's tile order (``reorderable``) where the order matters here (at
     least ``ENTRY_GROUP_M`` rows of tiles, more programs than SMs), else as tuned."""
-    along_m, along_n = knobs.oriented(config.swap_ab, m, n)
-    rows = -(-along_m // config.block_m)
-    if rows < ENTRY_GROUP_M or programs is None or rows * -(-along_n // config.block_n) * config.split_k <= programs:
+    rows, cols = knobs.tile_grid(config.swap_ab, config.block_m, config.block_n, m, n)
+    if rows < ENTRY_GROUP_M or programs is None or rows * cols * config.split_k <= programs:
         return config, where
     reordered = reorderable(config, *home, programs)
     return (config, where) if reordered is None else (reordered, f"{where}, g{ENTRY_GROUP_M}")

@@ -191,6 +191,13 @@ def oriented(swap_ab: bool, m: int, n: int) -> tuple[int, int]:
     return (n, m) if swap_ab else (m, n)
 
 
+def tile_grid(swap_ab: bool, block_m: int, block_n: int, m: int, n: int) -> tuple[int, int]:
+    """(rows, columns) of the block_m x block_n tiles that cover an M x N output, as the
+    kernel lays them (``oriented``: over N x M where ``swap_ab``)."""
+    rows, cols = oriented(swap_ab, m, n)
+    return -(-rows // block_m), -(-cols // block_n)
+
+
 def kernel_of(v: Values) -> str:
     """The kernel ``v`` selects: stream-K (pointer loads) but with variant tma, split-K, the
     grouped kernel for variant grouped, else the TMA kernel, with a stream-K tail where

@@ -366,7 +366,7 @@ def _terms(config: KernelConfig, kind: str, m: int, n: int, k: int, itemsize: in
     an SM costs it. 10-fold CV over 696 H100 shapes: picks more than 2 % slower than the default
     19 -> 8, pick / best 0.979 -> 0.978, cuBLAS / pick 0.886 -> 0.885."""
     split = config.split_k
-    if config.swap_ab:  # the kernel computes C^T: N x M tiles, B^T read as its first operand
+    if config.swap_ab and kind == "tma":  # the kernel computes C^T: N x M tiles, B^T read first
         m, n = n, m
     units = _cdiv(m, config.block_m) * _cdiv(n, config.block_n) * split
     k_per = _cdiv(_cdiv(max(k, 1), split), config.block_k) * config.block_k

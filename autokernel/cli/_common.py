@@ -419,12 +419,11 @@ def problem_bytes(problem: Any) -> int:
 def _tile_steps(problem: Any, config: Any = None) -> int:
     """Programs x K-steps of one kernel call (the interpreter runs each as Python)."""
     from autokernel.config import default_config
-
-    from autokernel.knobs import oriented
+    from autokernel.knobs import tile_grid
 
     c = config or default_config(problem.m, problem.n, problem.k, problem.torch_dtype)
-    rows, cols = oriented(c.swap_ab, problem.m, problem.n)
-    return (-(-rows // c.block_m)) * (-(-cols // c.block_n)) * (-(-problem.k // c.block_k))
+    rows, cols = tile_grid(c.swap_ab, c.block_m, c.block_n, problem.m, problem.n)
+    return rows * cols * (-(-problem.k // c.block_k))
 
 
 def _seconds_per_tile_step(dtype: Any) -> float:

@@ -265,8 +265,9 @@ def _grid(config, m: int, n: int, dtype, tma: bool, programs: int) -> dict:
     from autokernel import knobs, select
     from autokernel.kernels.fit import programs_per_sm
 
-    rows, cols = knobs.oriented(config.swap_ab and select.kernel_kind(config, tma) == "tma", m, n)
-    tiles = -(-rows // config.block_m) * -(-cols // config.block_n)
+    rows, cols = knobs.tile_grid(config.swap_ab and select.kernel_kind(config, tma) == "tma", config.block_m,
+                                 config.block_n, m, n)
+    tiles = rows * cols
     units = tiles * config.split_k
     per_sm = 1 if select.kernel_kind(config, tma) == "tma" else programs_per_sm(config, dtype, tma=tma)
     slots = programs * per_sm

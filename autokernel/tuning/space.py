@@ -157,14 +157,14 @@ class SearchSpace:
         if self.gpu and acc_regs > _MAX_ACC_REGS:
             return (f"a {config.block_m}x{config.block_n} tile on {consumers} {'consumer ' if config.warp_specialize else ''}"
                     f"warps needs {acc_regs} accumulator registers per thread")
-        for dim, size in (("block_m", rows), ("block_n", cols)):
+        names = "NM" if config.swap_ab else "MN"
+        for dim, size, name in (("block_m", rows, names[0]), ("block_n", cols, names[1])):
             floor = thinnest_tile(size, config.variant)
             if self.gpu and getattr(config, dim) < floor and not thin_tma(config):
-                return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({dim[-1].upper()}={size})"
+                return f"{dim}={getattr(config, dim)} is thinner than the problem needs ({name}={size})"
         # Fit to the shape: a tile dimension more than twice the (rounded-up) problem
         # dimension only computes padding.
-        for dim, size, name in (("block_m", rows, "MN"[config.swap_ab]), ("block_n", cols, "NM"[config.swap_ab]),
-                                ("block_k", p.k, "K")):
+        for dim, size, name in (("block_m", rows, names[0]), ("block_n", cols, names[1]), ("block_k", p.k, "K")):
             smallest = min(self.choices[dim])
             if getattr(config, dim) > max(smallest, _next_pow2(max(size, 1))):
                 return f"{dim}={getattr(config, dim)} exceeds the problem's {name}={size}"
@@ -179,7 +179,7 @@ class SearchSpace:
     def _same_order(self, config) -> int:
         """The smallest group_m of the space that launches ``config``'s tile order on this
         problem (``group_sizes``), or config's own if none smaller does."""
-        tiles_m = _cdiv(knobs.oriented(config.swap_ab, self.problem.m, self.problem.n)[0], config.block_m)
+        tiles_m = knobs.tile_grid(config.swap_ab, config.block_m, config.block_n, self.problem.m, self.problem.n)[0]
         order = group_sizes(tiles_m, config.group_m)
         return min([g for g in self.choices["group_m"] if g < config.group_m and group_sizes(tiles_m, g) == order],
                    default=config.group_m)
@@ -243,8 +243,8 @@ def _why_not_stream_k(config: KernelConfig, p: Problem, programs: int | None) ->
         return "stream_k needs the SM count, unknown here"
     if _cdiv(p.k, config.block_k) < 2:
         return f"stream_k splits the K loop, and K={p.k} is one block_k={config.block_k} step"
-    rows, cols = knobs.oriented(config.swap_ab, p.m, p.n)
-    tiles = _cdiv(rows, config.block_m) * _cdiv(cols, config.block_n)
+    rows, cols = knobs.tile_grid(config.swap_ab, config.block_m, config.block_n, p.m, p.n)
+    tiles = rows * cols
     tail = tiles % programs
     if tail == 0:
         return f"stream_k: {tiles} tiles fill whole waves of {programs} SMs, no tail to split"

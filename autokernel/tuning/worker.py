@@ -833,8 +833,8 @@ def compile_key(problem: Problem, config: KernelConfig | None) -> tuple | None:
     k_steps = -(-k // config.block_k)
     derived: tuple = ()
     if config.stream_k:
-        rows, cols = knobs.oriented(config.swap_ab, m, n)
-        derived = (-(-rows // config.block_m) * -(-cols // config.block_n), k_steps)
+        rows, cols = knobs.tile_grid(config.swap_ab, config.block_m, config.block_n, m, n)
+        derived = (rows * cols, k_steps)
     elif config.split_k > 1:
         per_slice = -(-k_steps // config.split_k)
         derived = (per_slice % 16, per_slice == 1)
