@@ -551,7 +551,8 @@ def pick(m: int, n: int, k: int, dtype: torch.dtype, activation: str = "none", b
         ranked = select.choose(model, m, n, k, dtype, tma=tma, default=default, tuned=tuned, fits=allowed,
                                fits_key=fits_key, margin=margin, z=z, aligned=select.rows_aligned(k, layout),
                                b_rows=select.b_row_major(layout), activation=activation,
-                               scalar=_scalar(m, k, dtype, layout, copied))
+                               scalar=_scalar(m, k, dtype, layout, copied),
+                               sectors=_split(m, n, k, dtype, layout, copied))
     if exact is not None:
         return Pick(exact[0], exact[1], f"a tuned entry for exactly this problem ({found[0]})", default, True, ranked)
     if ranked is not None:
@@ -571,6 +572,13 @@ def _scalar(m: int, k: int, dtype: torch.dtype, layout: str, copied: tuple[bool,
     """``select.unvectorized`` of the operands as they run: a copy into aligned rows takes
     vectors."""
     a, b = select.unvectorized(k, dtype.itemsize, layout, m)
+    return a and not copied[0], b and not copied[1]
+
+
+def _split(m: int, n: int, k: int, dtype: torch.dtype, layout: str, copied: tuple[bool, bool]) -> tuple[bool, bool]:
+    """``select.split_rows`` of the operands as they run: a copy's rows are padded to whole
+    sectors (``kernels.aligned``)."""
+    a, b = select.split_rows(m, n, k, dtype.itemsize, layout)
     return a and not copied[0], b and not copied[1]
 
 

@@ -337,7 +337,7 @@ def rows_unaligned(t: torch.Tensor) -> bool:
 
 class Padding:
     """Which operands of a layout are copied before each launch into rows that start on
-    16-byte boundaries (``aligned.AlignedCopy``: one launch for both), and the views the
+    32-byte boundaries (``aligned.AlignedCopy``: one launch for both), and the views the
     plan was made for (linear passes its weight for ``weight.t()``, a tensor sharing its
     data: the view is made again from it). Measured on an H200 against the pick on the
     operands as they were (docs/selector.md, "Operands copied into aligned rows"): 24 GEMMs

@@ -433,12 +433,13 @@ class Constants:
     s: float | None = None
 
     def predict_us(self, waves: float, k_per: float, nbytes: float, l2_bytes: float = 0.0,
-                   b_rows: bool = False, shared: float = 0.0) -> float:
+                   b_rows: bool = False, shared: float = 0.0, k_floor: float = 0.0) -> float:
         """``b_rows``: B is row-major (layout "nn" or "tn"), not a transposed view.
-        ``shared``: of the ``waves``, the programs that run beside another (``sharing``)."""
+        ``shared``: of the ``waves``, the programs that run beside another (``sharing``).
+        ``k_floor``: the least µs per unit of K a tile takes (``split_row_floor_us``)."""
         if shared and self.s is not None:
             waves -= (1.0 - self.s) * shared
-        compute = waves * (self.a + self.b * k_per)
+        compute = waves * (self.a + max(self.b, k_floor) * k_per)
         memory = nbytes * (1e6 / (COPY_BANDWIDTH * self.e))
         if self.g is not None:
             memory = _memory_max(memory, l2_bytes * (1e6 / (L2_BANDWIDTH * self.g)))
@@ -915,6 +916,64 @@ def rows_aligned(k: int, layout: str) -> bool:
     return k % 16 == 0 or not any(_along_k(layout))
 
 
+def split_rows(m: int, n: int, k: int, itemsize: int, layout: str) -> tuple[bool, bool]:
+    """(A, B): whether each operand, stored as ``Problem.make_inputs`` stores it (rows along K
+    for A row-major and B as a transposed view, along M and N otherwise), has rows whose
+    length is a multiple of 16 bytes but not of 32: they take 16-byte vectors and a TMA
+    descriptor, but every other row starts in the middle of a 32-byte sector, so a tile's
+    rows of it span one sector more each (K of 1000 or 3000 halves). Their loads then cap a
+    tile's K loop (``SPLIT_ROW_BANDWIDTH``)."""
+    a_lead = k if layout[0] == "n" else m
+    b_lead = k if layout[1] == "t" else n
+
+    def split(lead: int, other: int) -> bool:
+        return min(lead, other) > 1 and (lead * itemsize) % 32 == 16
+
+    return split(a_lead, m if layout[0] == "n" else k), split(b_lead, n if layout[1] == "t" else k)
+
+
+SPLIT_ROW_BANDWIDTH = {"tma": 80e9, "pointer": 40e9}
+"""Bytes per second per SM at which a tile's K loop loads operands whose rows split 32-byte
+sectors (``split_rows``), on the TMA kernel and on the pointer kernels: a K step then takes at
+least its bytes of such operands at this rate, whatever the config's fitted time per step
+(``Constants.b``). Fitted on an H200 to 70 drawn problems with K of 8 modulo 16 (every
+candidate timed; docs/selector.md, "Rows that split 32-byte sectors"): on the TMA kernel the
+time over the aligned model's prediction ran 1.10x on 128x256 tiles, 1.34-1.46x on 128x128,
+1.6x on 64x256 and 1.9x on 64x64, which a cap of 80e9 fits within 12 % (RMS log error over 627
+config-problem pairs, bias 1.05). The pointer kernels' times scatter far more (their K loops
+of 128 ran 4-8x the prediction): 40e9 ranks their decode tiles, the only ones the selector
+lets run on such rows (``SPLIT_ROWS_POINTER_MAX_M``)."""
+
+
+def split_row_floor_us(config: KernelConfig, kind: str, itemsize: int, sectors: tuple[bool, bool]) -> float:
+    """The least µs per unit of K a tile of ``config`` (on kernel ``kind``) takes where the
+    operands ``sectors`` names (A, B; ``split_rows``) split 32-byte sectors: its rows of
+    them at SPLIT_ROW_BANDWIDTH. A tile of C^T (``swap_ab`` on the TMA kernel) reads B's rows
+    as its first operand."""
+    first, second = (sectors[1], sectors[0]) if config.swap_ab and kind == "tma" else sectors
+    per_byte = 1e6 * itemsize / SPLIT_ROW_BANDWIDTH["tma" if kind == "tma" else "pointer"]
+    return (config.block_m * first + config.block_n * second) * per_byte
+
+
+SPLIT_ROW_POINTER_LOADS_MAX = 96
+"""The most elements of operands whose rows split 32-byte sectors (``split_rows``), both
+together, that a pointer config may load a thread per K step where such rows leave the
+pointer kernels among the candidates (``SPLIT_ROWS_POINTER_MAX_M``): on an H200 the tiles
+that load 128-144 (64x64x128 and 16x128x128 at 4 warps) ran 4-5x the aligned model's
+prediction on such rows, those that load 64-96 (16x64x128, 32x64x128, 64x64x64) 1.2-1.7x."""
+
+
+SPLIT_ROWS_POINTER_MAX_M = 16
+"""The most rows M for which the pointer kernels stay among the candidates where an
+operand's rows along K split 32-byte sectors and the TMA kernel can run (``choose``'s
+``aligned``): above, only TMA configs are scored (the pointer kernels' K loops of 128 ran
+4-8x their aligned prediction there). On an H200 the pointer kernels' decode tiles with
+split-K were the fastest config of 14 of 23 such problems of at most 16 rows, up to 3.2x
+faster than the thin TMA tile picked without them, and of 1 of 5 at 17-64 rows; on two
+fresh draws the pointer tiles picked at 17-39 rows ran 0.54-0.89x as fast as the tiles of C^T
+they displaced on three problems, 1.15x on one."""
+
+
 def _along_k(layout: str) -> tuple[bool, bool]:
     """(A, B): whether each operand stores its rows along K: A row-major ("n"), B as a
     transposed view ("t": nn.Linear's weight)."""
@@ -969,7 +1028,8 @@ def _scalar_loads(p: "_Prepared", a_odd: bool, b_odd: bool) -> float:
 def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: bool, default: KernelConfig,
            tuned: tuple[tuple[KernelConfig, str], ...] = (), fits=lambda config: True, fits_key=None,
            margin: float = DEFAULT_MARGIN, z: float = UNCERTAINTY_Z, aligned: bool = True,
-           b_rows: bool = False, activation: str = "none", scalar: tuple[bool, bool] = (False, False)) -> Choice:
+           b_rows: bool = False, activation: str = "none", scalar: tuple[bool, bool] = (False, False),
+           sectors: tuple[bool, bool] = (False, False)) -> Choice:
     """The config to launch for M x N x K, by the model: the candidates that apply
     (``why_not``), tuned configs of other shapes (``tuned``: (config, where); one with
     ``swap_ab`` only for at most SWAP_AB_MAX_M rows, as the candidates), and the
@@ -978,7 +1038,10 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     than the two predictions' uncertainty (``UNCERTAINTY_Z``, ``z``; where the model holds
     its errors), else than ``margin``. Where the TMA kernel can run and the operands' rows along K are
     not ``aligned`` (``rows_aligned``), the pointer kernels (the default among them, if
-    it is one) are left out while a TMA config the model can score remains. ``scalar``: which
+    it is one) are left out while a TMA config the model can score remains, above
+    SPLIT_ROWS_POINTER_MAX_M rows. ``sectors``: which operands' rows split 32-byte sectors
+    (``split_rows``): each config's K loop then runs no faster than its tile loads those
+    operands at SPLIT_ROW_BANDWIDTH. ``scalar``: which
     operands take no 16-byte vectors (``unvectorized``); where one does, the configs that load
     more than SCALAR_LOADS_MAX of its elements a thread per K step are left out (the default
     too: the model's ranking of equals does not hold where each element is a load), or, where
@@ -1049,9 +1112,19 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             elif -(-k // p.bk) < 2 or tiles % programs == 0 or tiles < programs:
                 continue
         pool.append((p, "candidate"))
-    if tma and not aligned and any(p.kind == "tma" and p.constants is not None for p, _ in pool):
+    a_split, b_split = sectors
+    if (tma and not aligned and m > SPLIT_ROWS_POINTER_MAX_M
+            and any(p.kind == "tma" and p.constants is not None for p, _ in pool)):
         pool = [(p, source) for p, source in pool if p.kind == "tma"]
     left_out = ""
+    if (a_split or b_split) and any(p.kind != "tma" for p, _ in pool):
+        narrow = [(p, source) for p, source in pool
+                  if p.kind == "tma" or (p.bm * a_split + p.bn * b_split) * p.bk
+                  <= SPLIT_ROW_POINTER_LOADS_MAX * 32 * p.config.num_warps]
+        if len(narrow) < len(pool) and any(p.constants is not None for p, _ in narrow):
+            left_out = (f"; {len(pool) - len(narrow)} pointer configs left out that load more than "
+                        f"{SPLIT_ROW_POINTER_LOADS_MAX} elements a thread per K step of rows that split sectors")
+            pool = narrow
     if scalar[0] and scalar[1] and m > 64:
         p = _prepare(model, SCALAR_SQUARE, tma)
         if p.key not in seen and p.constants is not None and allowed(p, SCALAR_SQUARE):
@@ -1077,6 +1150,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     dram_tail = model.dram_tail
     partials = 2 * m * n * 4
     excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.excess_index
+    split_load = {kind: 1e6 * itemsize / bandwidth for kind, bandwidth in SPLIT_ROW_BANDWIDTH.items()}
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
     cols_of: dict[int, int] = {}
     k_per_of: dict[tuple[int, int], float] = {}
@@ -1103,7 +1177,11 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
         k_per = k_per_of.get((split, bk))
         if k_per is None:
             k_per = k_per_of[split, bk] = float(-(-(-(-k1 // split)) // bk) * bk)
-        tile_us = p.a + p.b * k_per
+        k_us = p.b
+        if a_split or b_split:  # split_row_floor_us, written out
+            first, second = (b_split, a_split) if p.swap else (a_split, b_split)
+            k_us = max(k_us, (bm * first + bn * second) * split_load["tma" if p.kind == "tma" else "pointer"])
+        tile_us = p.a + k_us * k_per
         # A TMA stream-K config whose tiles leave no tail to cut (a tuned entry or the
         # default: the candidates' rules skip those) runs the plain kernel (plan_matmul_tma).
         cut = False
@@ -1115,7 +1193,7 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
             sk_progs, head = sk
             cut = sk_progs != units % programs
         if cut:
-            waves = streamk_waves(units, programs, sk_progs, p.a, p.b * k_per, bm, bn, k1, itemsize,
+            waves = streamk_waves(units, programs, sk_progs, p.a, k_us * k_per, bm, bn, k1, itemsize,
                                   head / k_steps)
         else:
             waves = units / programs if p.stream_k and not p.sk_tail else float(-(-units // programs))
@@ -1177,5 +1255,6 @@ def predict_us(model: Model, config: KernelConfig, m: int, n: int, k: int, dtype
     cannot score it."""
     choice = choose(model, m, n, k, dtype, tma=tma, default=config, fits=lambda c: c is config,
                     aligned=rows_aligned(k, layout), b_rows=b_row_major(layout), activation=activation,
-                    scalar=unvectorized(k, dtype.itemsize, layout, m))
+                    scalar=unvectorized(k, dtype.itemsize, layout, m),
+                    sectors=split_rows(m, n, k, dtype.itemsize, layout))
     return next((us for us, _, source in choice.scores if source == "default"), None)

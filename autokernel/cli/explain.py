@@ -236,6 +236,9 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
             "close_calls": None if close is None else {"configs": close[0], "within": close[1]},
             "c_rows_unaligned": c_rows,
             "padded": [name for name, pad in zip("AB", pads) if pad],
+            "sector_split": [name for name, split, pad in
+                             zip("AB", select.split_rows(m, n, k, problem.torch_dtype.itemsize, layout), pads)
+                             if split and not pad],
             "epilogue_excess_us": None if excess is None else {"tma": excess[0], "pointer": excess[1]},
             "route": {"backend": route.backend(), "library": where.library, "triton_us": where.triton_us,
                       "cublas_us": where.cublas_us, "reason": where.reason,
@@ -337,6 +340,15 @@ def _render(what: str, problem: Problem, name: str, out: dict) -> None:
         console.print(escape(f"{which}'s rows are no multiple of 16 bytes: each call copies "
                              f"{'them' if len(out['padded']) > 1 else 'it'} first into rows that are, and the "
                              "pick runs on the copies (autokernel.plans.Padding)"), soft_wrap=True)
+    if out.get("sector_split"):
+        from autokernel.select import SPLIT_ROW_BANDWIDTH
+
+        which = " and ".join(out["sector_split"])
+        console.print(escape(f"the rows of {which} are an odd multiple of 16 bytes: every other row starts mid-way "
+                             "through a 32-byte sector, and a tile's K loop loads such rows no faster than "
+                             f"{SPLIT_ROW_BANDWIDTH['tma'] / 1e9:.0f} GB/s per SM on the TMA kernel "
+                             f"({SPLIT_ROW_BANDWIDTH['pointer'] / 1e9:.0f} on the pointer kernels); the "
+                             "predictions include it"), soft_wrap=True)
     if out.get("c_rows_unaligned"):
         from autokernel.kernels.matmul_tma import POINTER_C_K_PER_ROW, POINTER_C_MIN_K
 

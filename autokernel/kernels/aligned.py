@@ -1,4 +1,4 @@
-"""Operands copied into rows that start on 16-byte boundaries, both in one launch.
+"""Operands copied into rows that start on 32-byte boundaries, both in one launch.
 
 A 16-bit operand whose rows (along its unit stride) are no multiple of 16 bytes long, or
 whose base is off 16 bytes, takes no vector loads and no TMA descriptor; a copy of it whose
@@ -19,9 +19,11 @@ import triton.language as tl
 
 from autokernel.kernels.launch import KernelLaunch, hash_callees_first, stream_buffer, stream_handle
 
-ROW_ALIGN_BYTES = 16
-"""The padded rows' length and the buffers' base are multiples of this many bytes: what a
-TMA descriptor asks of every stride but the last, and what 16-byte vector loads need."""
+ROW_ALIGN_BYTES = 32
+"""The padded rows' length and the buffers' base are multiples of this many bytes: 16 is what
+a TMA descriptor asks of every stride but the last, and what 16-byte vector loads need; 32
+keeps every row on whole 32-byte sectors, where rows of an odd multiple of 16 bytes load
+slower (``select.split_rows``)."""
 
 KEEP_BYTES = 32 * 2**20
 """The largest copy (bytes, padding included) kept in a per-stream buffer between calls;
@@ -102,7 +104,7 @@ def _kept_view(name: str, nbytes: int, device, stream: int, layout: tuple, make)
 
 
 class _Target:
-    """Where one operand's copy goes: a view of rows padded to 16 bytes, over a buffer of
+    """Where one operand's copy goes: a view of rows padded to 32 bytes, over a buffer of
     the current stream (or a fresh one, above ``KEEP_BYTES``), in the operand's layout."""
 
     __slots__ = ("name", "rows", "cols", "stride", "lead", "trans", "dtype", "nbytes", "keep")
@@ -128,7 +130,7 @@ class _Target:
 
 class AlignedCopy:
     """Copies of A (if ``copy_a``) and B (if ``copy_b``), operands laid out like ``a`` and
-    ``b``, into rows padded to 16 bytes, made by one launch: called as ``(a, b) -> (a', b')``
+    ``b``, into rows padded to 32 bytes, made by one launch: called as ``(a, b) -> (a', b')``
     with operands of that layout, it returns the copies (an operand not copied as it was).
     The copies are the same shape and layout as the operands; those kept in a stream's
     buffer are overwritten by the next call on that stream, after the launches queued

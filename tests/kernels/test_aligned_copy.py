@@ -1,4 +1,4 @@
-"""``aligned.AlignedCopy``: operands copied, in one launch, into rows padded to 16 bytes,
+"""``aligned.AlignedCopy``: operands copied, in one launch, into rows padded to 32 bytes,
 keeping their shape, values and layout (row-major or a transposed view); copies kept in a
 stream's buffer up to ``KEEP_BYTES``, fresh above."""
 
@@ -24,7 +24,7 @@ def operand(rows, cols, how, dtype, seed, device):
 
 def aligned_rows(t):
     lead = t.stride(0) if t.stride(1) == 1 else t.stride(1)
-    return (lead * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+    return (lead * t.element_size()) % aligned.ROW_ALIGN_BYTES == 0 and t.data_ptr() % 16 == 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -34,7 +34,7 @@ def h100(monkeypatch):
 
 
 def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligned, margin=select.DEFAULT_MARGIN,
-                     z=select.UNCERTAINTY_Z, b_rows=False, activation="none"):
+                     z=select.UNCERTAINTY_Z, b_rows=False, activation="none", sectors=(False, False)):
     """The selector's rule read straight from its documentation, on the slow public pieces
     (why_not, features, constants_for, predict_us): (winner, source, [(config, source, µs)])."""
     pool = []
@@ -46,27 +46,35 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     for c in CANDIDATES:
         if fits(c) and all(c != p for p, _ in pool) and select.why_not(c, m, n, k, tma, model.programs, aligned) is None:
             pool.append((c, "candidate"))
-    if tma and not aligned and any(select.kernel_kind(c, tma) == "tma" and model.constants_for(c, tma) is not None
-                                   for c, _ in pool):
+    if tma and not aligned and m > select.SPLIT_ROWS_POINTER_MAX_M and any(
+            select.kernel_kind(c, tma) == "tma" and model.constants_for(c, tma) is not None for c, _ in pool):
         pool = [(c, s) for c, s in pool if select.kernel_kind(c, tma) == "tma"]
+    if any(sectors):  # pointer configs of many loads of rows that split sectors: left out
+        narrow = [(c, s) for c, s in pool if select.kernel_kind(c, tma) == "tma" or
+                  (c.block_m * sectors[0] + c.block_n * sectors[1]) * c.block_k
+                  <= select.SPLIT_ROW_POINTER_LOADS_MAX * 32 * c.num_warps]
+        if any(model.constants_for(c, tma) is not None for c, _ in narrow):
+            pool = narrow
     scores = []
     for c, s in pool:
         found = model.constants_for(c, tma)
         f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread, model.dram_tail)
         shared = select.sharing(c, m, n, dtype, tma, model.programs)
-        us = found[0].predict_us(*f, b_rows=b_rows, shared=shared) if found else None
+        floor = select.split_row_floor_us(c, select.kernel_kind(c, tma), dtype.itemsize, sectors)
+        us = found[0].predict_us(*f, b_rows=b_rows, shared=shared, k_floor=floor) if found else None
         units = -(-m // c.block_m) * -(-n // c.block_n)
         k_steps = -(-max(k, 1) // c.block_k)
         sk, head = tail_cut(units, model.programs, k_steps)
         if us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma" and sk == units % model.programs:
             # no tail to cut: the plain kernel runs, in whole waves
-            us = found[0].predict_us(float(-(-units // model.programs)), *f[1:], b_rows=b_rows)
+            us = found[0].predict_us(float(-(-units // model.programs)), *f[1:], b_rows=b_rows, k_floor=floor)
         elif us is not None and c.stream_k and select.kernel_kind(c, tma) == "tma":  # the TMA kernel's tail
             # cut over every SM: no idle last round for Model.dram_tail to count
             f = select.features(c, m, n, k, dtype, tma, model.programs, model.l2_reread)
-            waves = select.streamk_waves(units, model.programs, sk, found[0].a, found[0].b * f[1], c.block_m,
-                                         c.block_n, max(k, 1), dtype.itemsize, head / k_steps)
-            us = found[0].predict_us(waves, *f[1:], b_rows=b_rows) + select.streamk_fixup_us(sk, c.block_m, c.block_n)
+            waves = select.streamk_waves(units, model.programs, sk, found[0].a, max(found[0].b, floor) * f[1],
+                                         c.block_m, c.block_n, max(k, 1), dtype.itemsize, head / k_steps)
+            us = (found[0].predict_us(waves, *f[1:], b_rows=b_rows, k_floor=floor)
+                  + select.streamk_fixup_us(sk, c.block_m, c.block_n))
         excess = select.EPILOGUE_EXCESS_NS.get(activation)
         if (us is not None and excess is not None and c.num_warps == 4 and not c.warp_specialize and c.split_k == 1
                 and c.block_m * c.block_n >= 128 * 128):  # 4 warps, 128 accumulator elements a thread or more
@@ -88,6 +96,37 @@ def reference_choose(model, m, n, k, dtype, *, tma, default, tuned, fits, aligne
     elif default_us is not None and best_us > default_us * (1 - margin):
         return default, "default", scores
     return best_config, "selected" if best_source == "candidate" else best_source, scores
+
+
+def test_the_fast_choice_is_the_reference_choice_where_rows_split_sectors():
+    """Rows of an odd multiple of 16 bytes (``select.split_rows``): the fast path's floor on
+    each tile's K loop is the reference's, bit for bit, swapped tiles and stream-K tails
+    included; and the pointer kernels stay among the candidates up to
+    SPLIT_ROWS_POINTER_MAX_M rows only."""
+    model = best.selector_model("NVIDIA H200")
+    rng = random.Random(13)
+    changed = 0
+    for _ in range(150):
+        m = rng.choice([rng.randint(1, 64), rng.randint(65, 2048), rng.randint(1, 16384)])
+        n = 8 * rng.randint(1, 3000)
+        k = 16 * rng.randint(1, 1500) + 8
+        dtype = rng.choice([torch.float16, torch.bfloat16])
+        layout = rng.choice(["nt", "nn", "tn"])
+        act = rng.choice(["none", "gelu"])
+        sectors = select.split_rows(m, n, k, dtype.itemsize, layout)
+        default = default_config(m, n, k, dtype, gpu=True)
+        kw = dict(tma=True, default=default, aligned=select.rows_aligned(k, layout),
+                  b_rows=select.b_row_major(layout), activation=act)
+        fast = select.choose(model, m, n, k, dtype, sectors=sectors, **kw)
+        config, source, scores = reference_choose(model, m, n, k, dtype, tuned=(), fits=lambda c: True,
+                                                  sectors=sectors, **kw)
+        assert (fast.config, fast.source) == (config, source), (m, n, k, layout)
+        assert [(p.config, s, us) for us, p, s in fast.scores] == scores, (m, n, k, layout)
+        kinds = {select.kernel_kind(p.config, True) for _, p, _ in fast.scores}
+        if not select.rows_aligned(k, layout) and m > select.SPLIT_ROWS_POINTER_MAX_M:
+            assert kinds == {"tma"} or "tma" not in kinds, (m, n, k, layout)  # none to score: the pointer kernels stay
+        changed += fast.config != select.choose(model, m, n, k, dtype, **kw).config
+    assert changed > 10  # the floor moves picks: the test exercises it
 
 
 def _problems(count: int, seed: int):

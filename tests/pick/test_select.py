@@ -666,3 +666,64 @@ def test_operands_copied_into_aligned_rows_are_picked_for_as_vector_rows():
     assert "take no 16-byte vectors" in as_is.reason and "take no 16-byte vectors" not in both.reason
     assert "take no 16-byte vectors" in a_only.reason  # B, nn.Linear's weight, not copied
     assert both.config != as_is.config
+
+
+def test_rows_of_an_odd_multiple_of_16_bytes_split_sectors():
+    # K of 1000 halves: 2000 bytes a row, 16-byte aligned, every other row mid-sector. A row-major
+    # ("n") and B as nn.Linear's weight ("t") store rows along K; otherwise along M or N.
+    assert select.split_rows(512, 4096, 1000, 2, "nt") == (True, True)
+    assert select.split_rows(512, 4096, 1024, 2, "nt") == (False, False)
+    assert select.split_rows(512, 4096, 1000, 2, "nn") == (True, False)  # B's rows: 4096 halves
+    assert select.split_rows(512, 3000, 1024, 2, "nn") == (False, True)  # B's rows: 3000 halves
+    assert select.split_rows(3000, 4096, 1024, 2, "tn") == (True, False)  # A^T's rows: 3000 halves
+    assert select.split_rows(512, 4096, 1004, 2, "nt") == (False, False)  # 2008 bytes: no vectors at all
+    assert select.split_rows(512, 4096, 1004, 4, "nt") == (True, True)  # 4016 bytes of float32
+    assert select.split_rows(1, 4096, 1000, 2, "nt") == (False, True)  # a single row is one run
+    # The floor a tile's K loop gets: its rows of such operands at the bandwidth of its kernel.
+    tile = next(c for c in CANDIDATES if c.variant == "tma" and (c.block_m, c.block_n) == (128, 128))
+    per_k = select.split_row_floor_us(tile, "tma", 2, (True, True))
+    assert per_k == pytest.approx(256 * 2 * 1e6 / select.SPLIT_ROW_BANDWIDTH["tma"])
+    assert select.split_row_floor_us(tile, "tma", 2, (True, False)) == pytest.approx(per_k / 2)
+    assert select.split_row_floor_us(tile, "tma", 2, (False, False)) == 0.0
+
+
+def test_rows_that_split_sectors_rank_wide_tiles_and_keep_decode_pointer_tiles():
+    """Measured on an H200 (docs/selector.md, "Rows that split 32-byte sectors"): at 3000^3
+    bf16 the 128x128 TMA tile ran 140 µs on such rows against 90 on padded ones, where wide
+    tiles lose less; at a few rows the pointer kernels' decode tiles ran up to 3x faster than
+    the thin TMA tile that the TMA-only rule had left."""
+    model = best.selector_model("NVIDIA H200")
+
+    def pick(m, n, k, dtype=torch.bfloat16, sectors=None):
+        default = default_config(m, n, k, dtype, gpu=True)
+        kw = {} if sectors is None else {"sectors": sectors}
+        return select.choose(model, m, n, k, dtype, tma=True, default=default,
+                             aligned=select.rows_aligned(k, "nt"), **kw).config
+
+    split = select.split_rows(3000, 3000, 3000, 2, "nt")
+    assert split == (True, True)
+    assert pick(3000, 3000, 3000).block_n == 128  # the floor left out: the 128x128 tile
+    assert pick(3000, 3000, 3000, sectors=split).block_n == 256
+    decode = pick(3, 768, 23160, torch.float16, sectors=select.split_rows(3, 768, 23160, 2, "nt"))
+    assert select.kernel_kind(decode, True) != "tma"
+    # Pointer tiles that load many elements of such rows a thread per K step are left out.
+    ranked = select.choose(model, 12, 4096, 3000, torch.float16, tma=True, aligned=False, sectors=(True, True),
+                           default=default_config(12, 4096, 3000, torch.float16, gpu=True)).ranked
+    loads = [(s.config.block_m + s.config.block_n) * s.config.block_k / (32 * s.config.num_warps)
+             for s in ranked if select.kernel_kind(s.config, True) != "tma"]
+    assert loads and max(loads) <= select.SPLIT_ROW_POINTER_LOADS_MAX
+    # Above SPLIT_ROWS_POINTER_MAX_M rows only the TMA kernel's configs are scored.
+    m = select.SPLIT_ROWS_POINTER_MAX_M + 1
+    assert select.kernel_kind(pick(m, 768, 23160, torch.float16, sectors=select.split_rows(m, 768, 23160, 2, "nt")),
+                              True) == "tma"
+
+
+def test_explain_says_which_operands_split_sectors():
+    def explained(*args):
+        args = ["explain", *args, "--device", "NVIDIA H200"]
+        return json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout), CliRunner().invoke(app, args).output
+
+    out, text = explained("--m", "3000", "--n", "3000", "--k", "3000")
+    assert out["sector_split"] == ["A", "B"] and "32-byte sector" in text
+    out, text = explained("--m", "3000", "--n", "3000", "--k", "3072")
+    assert out["sector_split"] == [] and "32-byte sector" not in text
