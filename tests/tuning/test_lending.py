@@ -6,6 +6,7 @@ every device's workers at once."""
 from __future__ import annotations
 
 import _thread
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -36,17 +37,23 @@ def sweep(tmp_path_factory):
 
 
 class Slow(ReplayEvaluator):
-    """A replayed device on which each config of LONG takes ``delay`` seconds; it notes
-    which problems it evaluated (``ran``: problem, config key) and re-timed."""
+    """A replayed device on which each config of LONG takes ``delay`` seconds, and none
+    finishes before ``after`` is set (where given: SHORT's tuning done, so that the device
+    that ran it is idle while LONG still runs however slowly the host runs the rest); it
+    notes which problems it evaluated (``ran``: problem, config key) and re-timed."""
 
-    def __init__(self, path, device: Device, log: list, delay: float = 0.25) -> None:
+    def __init__(self, path, device: Device, log: list, delay: float = 0.25,
+                 after: threading.Event | None = None) -> None:
         super().__init__(path)
         self.device, self.where, self.log, self.delay = device.name, str(device), log, delay
+        self.after = after
         self.aborted = False
 
     def evaluate(self, problem, configs, on_trial=None):
         def each(trial):
             if problem == LONG:
+                if self.after is not None:
+                    assert self.after.wait(timeout=120), "SHORT's tuning never finished"
                 time.sleep(self.delay)
             self.log.append((self.where, "evaluate", problem.m, config_key(trial.config)))
             if on_trial is not None:
@@ -71,10 +78,22 @@ class Slow(ReplayEvaluator):
 
 
 def _run(sweep, path, *, lend=True, make=None, hooks=None, timeline=None, log=None):
+    """LONG and SHORT tuned on DEVICES; ``make(device, after)`` builds each device's evaluator,
+    ``after`` the event set once SHORT's tuning is done (``Slow``)."""
     log = [] if log is None else log
-    make = make or (lambda d: Slow(sweep, d, log))
+    make = make or (lambda d, after: Slow(sweep, d, log, after=after))
+    short_done = threading.Event()
+    hooks = hooks or Hooks()
+    theirs = hooks.done
+
+    def done(slot, outcome):
+        theirs(slot, outcome)
+        if outcome.problem == SHORT:
+            short_done.set()
+
     return tune([LONG, SHORT], strategy="random", seed=3, cache=False, history=path, generations=4,
-                per_generation=4, devices=DEVICES, evaluator_for=make, lend=lend, hooks=hooks, timeline=timeline)
+                per_generation=4, devices=DEVICES, evaluator_for=lambda d: make(d, short_done), lend=lend,
+                hooks=dataclasses.replace(hooks, done=done), timeline=timeline)
 
 
 def _owners(started):
@@ -129,8 +148,8 @@ def test_lending_records_the_same_trials_as_a_run_without_it(sweep, tmp_path):
 class Failing(Slow):
     """A device that raises in the middle of the first batch it runs for another device's problem."""
 
-    def __init__(self, *args, own: dict) -> None:
-        super().__init__(*args)
+    def __init__(self, *args, own: dict, after: threading.Event | None = None) -> None:
+        super().__init__(*args, after=after)
         self.own, self.failed = own, False
 
     def evaluate(self, problem, configs, on_trial=None):
@@ -151,7 +170,7 @@ def test_a_lender_that_fails_mid_batch_loses_and_duplicates_nothing(sweep, tmp_p
         started.append((str(slot.device), problem.m))
         own[problem.m] = str(slot.device)
 
-    run = _run(sweep, tmp_path / "h.csv", log=log, make=lambda d: Failing(sweep, d, log, own=own),
+    run = _run(sweep, tmp_path / "h.csv", log=log, make=lambda d, after: Failing(sweep, d, log, own=own, after=after),
                hooks=Hooks(start=start, warn=warnings.append))
     owner = own[LONG.m]
     helper = next(str(d) for d in DEVICES if str(d) != owner)
