@@ -3,7 +3,7 @@ A, of B and of both into rows padded to 32 bytes (the copy inside the timed call
 the copies' own pick; cuBLAS beside. GPU time; every output checked."""
 import sys, json, csv, torch
 from autokernel import matmul, plans, best
-from autokernel.timing import race
+from _race import race_checked
 out = open(sys.argv[1], "w")
 rows = list(csv.DictReader(open(sys.argv[2])))
 dev = torch.device("cuda")
@@ -24,19 +24,8 @@ for r in rows:
              "as_is": lambda s: matmul(s[0], s[1], config=picks[False, False], out=s[2])}
     for c, name in (((True, False), "copy_A"), ((False, True), "copy_B"), ((True, True), "copy_AB")):
         cases[name] = lambda s, c=c: matmul(*pads[c](s[0], s[1]), config=picks[c], out=s[2])
-    err = {}
-    for nm, f in cases.items():
-        f(sets[0]); torch.cuda.synchronize()
-        err[nm] = round(float((sets[0][2].float() - ref).abs().max() / ref.abs().max()), 5)
-    fns = []
-    for f in cases.values():
-        it = [0]
-        def gfn(f=f, it=it):
-            it[0] += 1
-            return f(sets[it[0] % 3])
-        fns.append(gfn)
-    ms = race(fns, rounds=11, segment_ms=1.5)
+    err, us = race_checked(cases, sets, ref, 2, rounds=11, segment_ms=1.5)
     rec = {"m": m, "n": n, "k": k, "dtype": r["dtype"], "picks": {str(c): p.short() for c, p in picks.items()},
-           "us": {nm: round(t * 1e3, 2) for nm, t in zip(cases, ms)}, "err": err}
+           "us": us, "err": err}
     out.write(json.dumps(rec) + "\n"); out.flush()
     print(m, n, k, r["dtype"], rec["us"], flush=True)

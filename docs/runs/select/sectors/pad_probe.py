@@ -4,7 +4,7 @@ GPU time; every output checked."""
 import sys, json, torch
 from autokernel import matmul, plans, best
 from autokernel.kernels import aligned
-from autokernel.timing import race
+from _race import race_checked
 out = open(sys.argv[1], "w")
 for spec in sys.argv[2:]:
     m, n, k, dt = spec.split("x"); m, n, k = int(m), int(n), int(k); dtype = getattr(torch, dt)
@@ -25,18 +25,7 @@ for spec in sys.argv[2:]:
     cases = {"cublas": lambda s: torch.mm(s[0], s[1], out=s[2]),
              "pad16": lambda s: matmul(*made[16](s[0], s[1]), config=cfg, out=s[2]),
              "pad32": lambda s: matmul(*made[32](s[0], s[1]), config=cfg, out=s[2])}
-    err = {}
-    for nm, f in cases.items():
-        f(sets[0]); torch.cuda.synchronize()
-        err[nm] = round(float((sets[0][2].float() - ref).abs().max() / ref.abs().max()), 5)
-    fns = []
-    for f in cases.values():
-        it = [0]
-        def gfn(f=f, it=it):
-            it[0] += 1
-            return f(sets[it[0] % 3])
-        fns.append(gfn)
-    ms = race(fns, rounds=15, segment_ms=2.0)
+    err, us = race_checked(cases, sets, ref, 2, rounds=15, segment_ms=2.0)
     rec = {"m": m, "n": n, "k": k, "dtype": dt, "pads": pads, "config": cfg.short(),
-           "us": {nm: round(t * 1e3, 2) for nm, t in zip(cases, ms)}, "err": err}
+           "us": us, "err": err}
     out.write(json.dumps(rec) + "\n"); out.flush(); print(json.dumps(rec), flush=True)
