@@ -26,3 +26,14 @@ def race_checked(cases: dict, sets: list, ref: torch.Tensor, out: int, rounds: i
         fns.append(cycling)
     ms = race(fns, rounds=rounds, segment_ms=segment_ms)
     return err, {name: round(t * 1e3, 2) for name, t in zip(cases, ms)}
+
+
+def nt_sets(m: int, n: int, k: int, dtype: torch.dtype, device: str = "cuda") -> list:
+    """Three operand sets (A, nn.Linear's weight as B = W^T, C) of an nt problem, from seeds 0-2."""
+    sets = []
+    for seed in range(3):
+        g = torch.Generator(device=device).manual_seed(seed)
+        a = torch.randn(m, k, device=device, dtype=dtype, generator=g)
+        w = torch.randn(n, k, device=device, dtype=dtype, generator=g)
+        sets.append((a, w.t(), torch.empty(m, n, device=device, dtype=dtype)))
+    return sets

@@ -3,18 +3,13 @@ A, of B and of both into rows padded to 32 bytes (the copy inside the timed call
 the copies' own pick; cuBLAS beside. GPU time; every output checked."""
 import sys, json, csv, torch
 from autokernel import matmul, plans, best
-from _race import race_checked
+from _race import nt_sets, race_checked
 out = open(sys.argv[1], "w")
 rows = list(csv.DictReader(open(sys.argv[2])))
 dev = torch.device("cuda")
 for r in rows:
     m, n, k, dtype = int(r["M"]), int(r["N"]), int(r["K"]), getattr(torch, r["dtype"])
-    sets = []
-    for s in range(3):
-        g = torch.Generator(device="cuda").manual_seed(s)
-        a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
-        w = torch.randn(n, k, device="cuda", dtype=dtype, generator=g)
-        sets.append((a, w.t(), torch.empty(m, n, device="cuda", dtype=dtype)))
+    sets = nt_sets(m, n, k, dtype)
     a0, b0, c0 = sets[0]
     picks = {c: best.resolve(m, n, k, dtype, "none", False, dev, tma=True, layout="nt", copied=c)[0]
              for c in ((False, False), (True, False), (False, True), (True, True))}

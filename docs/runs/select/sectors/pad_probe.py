@@ -4,16 +4,11 @@ GPU time; every output checked."""
 import sys, json, torch
 from autokernel import matmul, plans, best
 from autokernel.kernels import aligned
-from _race import race_checked
+from _race import nt_sets, race_checked
 out = open(sys.argv[1], "w")
 for spec in sys.argv[2:]:
     m, n, k, dt = spec.split("x"); m, n, k = int(m), int(n), int(k); dtype = getattr(torch, dt)
-    sets = []
-    for s in range(3):
-        g = torch.Generator(device="cuda").manual_seed(s)
-        a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
-        w = torch.randn(n, k, device="cuda", dtype=dtype, generator=g)
-        sets.append((a, w.t(), torch.empty(m, n, device="cuda", dtype=dtype)))
+    sets = nt_sets(m, n, k, dtype)
     a0, b0, c0 = sets[0]
     pads = plans._padded_operands(m, n, k, dtype, lambda: True, lambda: True)
     cfg = best.resolve(m, n, k, dtype, "none", False, torch.device("cuda"), tma=True, layout="nt", copied=pads)[0]
