@@ -922,7 +922,10 @@ def split_rows(m: int, n: int, k: int, itemsize: int, layout: str) -> tuple[bool
     length is a multiple of 16 bytes but not of 32: they take 16-byte vectors and a TMA
     descriptor, but every other row starts in the middle of a 32-byte sector, so a tile's
     rows of it span one sector more each (K of 1000 or 3000 halves). Their loads then cap a
-    tile's K loop (``SPLIT_ROW_BANDWIDTH``)."""
+    tile's K loop (``SPLIT_ROW_BANDWIDTH``). For 16-bit operands only: the cap was measured on
+    them, and wider ones take no TMA kernel."""
+    if itemsize != 2:
+        return False, False
     a_lead = k if layout[0] == "n" else m
     b_lead = k if layout[1] == "t" else n
 
