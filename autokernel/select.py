@@ -562,9 +562,16 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     there than the model predicts them, and those few rows had made the default pointer
     config's error 0.23 instead of 0.09 (docs/selector.md). Likewise the memory-bound TMA
     tiles of thin problems (``candidates.thin_tma``) outside the rows they are considered
-    for: their constants describe them where they can be picked."""
-    aligned = rows_aligned(row["k"], row.get("layout", "nt"))
+    for: their constants describe them where they can be picked. And every config on 16-bit
+    operands whose rows split 32-byte sectors (``split_rows``): the constants are of whole
+    sectors, the floor ``choose`` puts on such rows models the rest (their TMA tiles ran
+    1.1-1.9x the aligned prediction)."""
+    layout = row.get("layout", "nt")
+    aligned = rows_aligned(row["k"], layout)
     m = row["m"]
+    itemsize = 2 if str(row.get("dtype", "float16")).removeprefix("torch.") in ("float16", "bfloat16") else 4
+    if any(split_rows(m, row["n"], row["k"], itemsize, layout)):
+        return True
     if thin_tma(config) and _thin_why_not(config.block_m, m, max(16, _next_pow2(m)), aligned) is not None:
         return True
     return tma and kernel_kind(config, tma) != "tma" and not aligned

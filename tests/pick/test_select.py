@@ -727,3 +727,19 @@ def test_explain_says_which_operands_split_sectors():
     assert out["sector_split"] == ["A", "B"] and "32-byte sector" in text
     out, text = explained("--m", "3000", "--n", "3000", "--k", "3072")
     assert out["sector_split"] == [] and "32-byte sector" not in text
+
+
+def test_rows_that_split_sectors_neither_fit_constants_nor_count_in_errors():
+    tile = next(c for c in CANDIDATES if c.variant == "tma" and (c.block_m, c.block_n) == (128, 256))
+    row = {"m": 3000, "n": 3000, "k": 3000, "dtype": "bfloat16", "layout": "nt"}
+    assert select._left_out(tile, row, True)
+    assert not select._left_out(tile, {**row, "k": 3008}, True)
+    assert not select._left_out(tile, {**row, "dtype": "float32"}, True)  # no floor for float32 rows
+    # Rows that split sectors change no fitted constant.
+    def rows(ks, ms):
+        return [{**row, "k": k, "config": json.loads(tile.to_json()), "gpu_ms": ms * k / 3000, "status": "success"}
+                for k in ks]
+
+    whole = rows([2048, 3008, 4096, 6144], 0.1)
+    assert select.fit(whole, steps=30) == select.fit(whole + rows([1000, 3000, 5000, 7000], 0.3), steps=30)
+    assert select.config_id(tile) not in select.fit(rows([1000, 3000, 5000, 7000], 0.3), steps=30)
