@@ -569,8 +569,7 @@ def _left_out(config: KernelConfig, row: dict, tma: bool) -> bool:
     layout = row.get("layout", "nt")
     aligned = rows_aligned(row["k"], layout)
     m = row["m"]
-    itemsize = 2 if str(row.get("dtype", "float16")).removeprefix("torch.") in ("float16", "bfloat16") else 4
-    if any(split_rows(m, row["n"], row["k"], itemsize, layout)):
+    if any(split_rows(m, row["n"], row["k"], torch_dtype(row["dtype"]).itemsize, layout)):
         return True
     if thin_tma(config) and _thin_why_not(config.block_m, m, max(16, _next_pow2(m)), aligned) is not None:
         return True
