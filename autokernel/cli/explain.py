@@ -198,7 +198,7 @@ def _training_gemms(problem: Problem) -> list[tuple[str, Problem, bool]]:
 def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     """What explain prints for one GEMM on the GPU ``name``: the pick, where it came from,
     why, how a stream-K tail is cut (or None) and the top ``top`` of the ranking."""
-    from autokernel import best, plans, route, select
+    from autokernel import best, knobs, plans, route, select
     from autokernel.kernels.matmul_tma import TMA_DTYPES, describe_tail
 
     m, n, k, layout = problem.m, problem.n, problem.k, problem.layout
@@ -220,8 +220,8 @@ def _explained(problem: Problem, name: str, store_z: bool, top: int) -> dict:
     tma = select.tma_aligned(m, n, k, problem.torch_dtype, layout)
     tail = None
     if winner.stream_k and select.kernel_kind(winner, tma) == "tma":
-        tail = describe_tail(-(-m // winner.block_m) * -(-n // winner.block_n), model.programs,
-                             -(-k // winner.block_k))
+        rows, cols = knobs.tile_grid(winner.swap_ab, winner.block_m, winner.block_n, m, n)
+        tail = describe_tail(rows * cols, model.programs, -(-k // winner.block_k))
     grid = None if tail else _grid(winner, m, n, problem.torch_dtype, tma or copies_tma, model.programs)
     ranked = found.choice.ranked
     close = None if found.exact else select.close_calls(ranked, winner)  # a tuned entry for exactly this wins
