@@ -1159,7 +1159,8 @@ def choose(model: Model, m: int, n: int, k: int, dtype: torch.dtype, *, tma: boo
     dram_tail = model.dram_tail
     partials = 2 * m * n * 4
     excess = epilogue_excess_us(activation, m, n, programs)  # by kernel: _Prepared.excess_index
-    split_load = {kind: 1e6 * itemsize / bandwidth for kind, bandwidth in SPLIT_ROW_BANDWIDTH.items()}
+    split_load = ({kind: 1e6 * itemsize / bandwidth for kind, bandwidth in SPLIT_ROW_BANDWIDTH.items()}
+                  if a_split or b_split else None)
     rows_of: dict[int, int] = {}  # tile rows, columns and K per program by block size: candidates share them
     cols_of: dict[int, int] = {}
     k_per_of: dict[tuple[int, int], float] = {}
